@@ -1,0 +1,20 @@
+# The two commands of the quickstart, and a few for development. Everything goes through hack/.
+.PHONY: test demo check venv bench clean
+
+test:            ## install everything, start what the tests need, run ruff, mypy and pytest
+	hack/test
+
+demo:            ## run the main job on this machine (embedded PostgreSQL unless FERRYMAN_DATABASE_URL)
+	hack/demo
+
+check:           ## lint and type-check only
+	hack/check
+
+venv:            ## create .venv with the project and its development tools
+	hack/venv
+
+bench:           ## run the benchmarks in hack/bench/
+	.venv/bin/python hack/bench/queue.py
+
+clean:
+	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache
