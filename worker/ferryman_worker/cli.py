@@ -1,0 +1,197 @@
+"""``ferryman``: the one console script. Each sub-command is a short function that reads the
+settings once, resolves the database, and calls into the package."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ferryman_worker import __version__
+from ferryman_worker.errors import FerrymanError
+from ferryman_worker.settings import Settings, load
+
+log = logging.getLogger("ferryman")
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+
+def database_url(settings: Settings) -> str:
+    """FERRYMAN_DATABASE_URL, or the embedded server's ``ferryman`` database (started here)."""
+    if settings.database_url is not None:
+        return settings.database_url.get_secret_value()
+    from ferryman_worker.db import embedded
+
+    server = embedded.start(settings.embedded_dir)
+    log.info("FERRYMAN_DATABASE_URL is unset: using the embedded PostgreSQL in %s", server.data_dir)
+    return embedded.ensure_database(server, "ferryman")
+
+
+# -- sub-commands --------------------------------------------------------------------------------
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from ferryman_worker.db import connect, migrate
+    from ferryman_worker.queue import worker
+
+    worker.import_modules(settings.imports)
+    url = database_url(settings)
+    if args.migrate:
+        with connect.connect(url) as conn:
+            migrate.migrate(conn)
+    return worker.Worker(settings, url).run_until_signal()
+
+
+def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
+    from ferryman_worker.db import connect, migrate
+
+    with connect.connect(database_url(settings)) as conn:
+        if args.db_command == "migrate":
+            applied = migrate.migrate(conn)
+            for m in applied:
+                print(f"applied {m.version:04d}_{m.name}")
+            print(f"{len(applied)} migration(s) applied; schema is up to date")
+        else:
+            for state in migrate.status(conn):
+                when = state.applied_at.isoformat(timespec="seconds") if state.applied_at else "pending"
+                print(f"{state.migration.version:04d}_{state.migration.name:<30} {when}")
+    return 0
+
+
+def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
+    from ferryman_worker.db import connect
+    from ferryman_worker.queue import admin
+
+    ids = None if args.all else args.ids
+    with connect.connect(database_url(settings)) as conn:
+        action = args.jobs_command or "counts"
+        if action in ("retry", "discard") and not args.all and not args.ids:
+            raise FerrymanError(f"jobs {action}: give job ids, or --all")
+        if action == "counts":
+            _table(admin.queue_counts(conn), ["queue", "ready", "running", "scheduled", "failed",
+                                              "succeeded"])
+        elif action == "failed":
+            _table(admin.failed_jobs(conn, args.limit), ["id", "queue", "name", "attempts",
+                                                         "finished_at", "last_error"])
+        elif action == "retry":
+            print(f"{admin.retry_failed(conn, ids)} failed job(s) put back on their queues")
+        elif action == "discard":
+            print(f"{admin.discard_failed(conn, ids)} failed job(s) discarded")
+        elif action == "batches":
+            _table(admin.batches(conn, args.limit), ["id", "total", "completed", "failed",
+                                                     "pending", "created_at", "finished_at"])
+    return 0
+
+
+def cmd_reap(args: argparse.Namespace, settings: Settings) -> int:
+    from ferryman_worker import reaper
+    from ferryman_worker.db import connect
+
+    with connect.connect(database_url(settings)) as conn:
+        for line in reaper.reap(conn, settings):
+            print(line)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from ferryman_worker import demo
+
+    return demo.run_queue_demo(database_url(settings), settings, jobs=args.jobs)
+
+
+# -- parser --------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ferryman",
+        description="Move a SaaS source's data into PostgreSQL, exactly once. Settings come from "
+        "FERRYMAN_* environment variables; FERRYMAN_DATABASE_URL unset means an embedded server.",
+    )
+    parser.add_argument("--version", action="version", version=f"ferryman {__version__}")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_worker(commands)
+    _add_db(commands)
+    _add_jobs(commands)
+    reap = commands.add_parser("reap", help="run the repair sweeps once and print what they did")
+    reap.set_defaults(handler=cmd_reap)
+    demo = commands.add_parser("demo", help="enqueue and run jobs locally, showing progress")
+    demo.add_argument("--jobs", type=int, default=2000, help="jobs to run (default 2000)")
+    demo.set_defaults(handler=cmd_demo)
+    return parser
+
+
+def _add_worker(commands: Any) -> None:
+    worker = commands.add_parser("worker", help="run the capsule: a thread pool per lane")
+    worker.add_argument("--lanes", help="lanes as name:threads,... (FERRYMAN_LANES; default "
+                        "migrations:4,critical:2,default:3)")
+    worker.add_argument("--pool-size", type=int, help="DB connections (FERRYMAN_POOL_SIZE; "
+                        "default: lane threads + 4)")
+    worker.add_argument("--import", dest="imports", action="append", metavar="MODULE",
+                        help="module defining job functions (repeatable; FERRYMAN_IMPORTS)")
+    worker.add_argument("--poll-interval", type=float, help="seconds between polls (default 15)")
+    worker.add_argument("--migrate", action="store_true", help="apply schema migrations first")
+    worker.set_defaults(handler=cmd_worker)
+
+
+def _add_db(commands: Any) -> None:
+    db = commands.add_parser("db", help="schema migrations")
+    sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    sub.add_parser("migrate", help="apply pending migrations (safe to run concurrently)")
+    sub.add_parser("status", help="list migrations and when they were applied")
+    db.set_defaults(handler=cmd_db)
+
+
+def _add_jobs(commands: Any) -> None:
+    jobs = commands.add_parser("jobs", help="inspect the queue; retry or discard failed jobs")
+    sub = jobs.add_subparsers(dest="jobs_command", metavar="ACTION")
+    sub.add_parser("counts", help="ready/running/scheduled/failed per queue (the default)")
+    for name, text in (("failed", "list failed jobs with their errors"),
+                       ("batches", "live and recent batches with their counts")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--limit", type=int, default=50)
+    for name, text in (("retry", "put failed jobs back on their queue"),
+                       ("discard", "give up on failed jobs")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("ids", nargs="*", type=int, help="job ids")
+        p.add_argument("--all", action="store_true", help="every failed job")
+    jobs.set_defaults(handler=cmd_jobs, ids=[], all=False, limit=50)
+
+
+def _table(rows: Sequence[dict[str, Any]], columns: list[str]) -> None:
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)))
+    for r in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+    if not rows:
+        print("(none)")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if hasattr(value, "isoformat"):
+        return str(value.isoformat(timespec="seconds"))
+    return str(value).replace("\n", " ")[:80]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load(**{k: getattr(args, k, None) for k in
+                           ("lanes", "pool_size", "imports", "poll_interval")})
+        handler: Handler = args.handler
+        return handler(args, settings)
+    except FerrymanError as exc:
+        print(f"ferryman: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

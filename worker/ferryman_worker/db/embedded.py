@@ -1,0 +1,87 @@
+"""An embedded PostgreSQL (the ``pgserver`` package) for local commands when no
+``FERRYMAN_DATABASE_URL`` is given: ``make demo``, ``ferryman run``, the benchmarks, the tests.
+
+As root, pgserver runs the server under its own user. The server keeps running for the life of
+the process that started it (or until ``stop``); data persists in ``data_dir``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import signal
+import time
+from typing import Any
+
+from ferryman_worker.errors import ConfigurationError, DatabaseError
+
+DEFAULT_DIR = pathlib.Path.home() / ".local" / "share" / "ferryman" / "postgres"
+
+
+@dataclasses.dataclass
+class EmbeddedServer:
+    """A running embedded server; ``url(dbname)`` gives a connection URL for a database."""
+
+    data_dir: pathlib.Path
+    handle: Any
+
+    def url(self, dbname: str = "postgres") -> str:
+        base: str = self.handle.get_uri()
+        return base.replace("/postgres?", f"/{dbname}?", 1)
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown) and wait for it to exit."""
+        pid = self.handle.get_pid()
+        self.handle.cleanup()
+        if pid:
+            _signal_and_wait(int(pid))
+
+
+def start(data_dir: str | os.PathLike[str] | None = None, *, cleanup: str | None = None) -> EmbeddedServer:
+    """Start (or attach to) the embedded server for ``data_dir``.
+
+    ``cleanup``: None leaves the server running at exit, "stop" stops it, "delete" also deletes
+    the data folder.
+    """
+    try:
+        import pgserver
+    except ImportError:
+        raise ConfigurationError(
+            "FERRYMAN_DATABASE_URL is unset and the embedded PostgreSQL is not installed: "
+            "set FERRYMAN_DATABASE_URL or `pip install 'ferryman[embedded]'`"
+        ) from None
+    folder = pathlib.Path(data_dir) if data_dir else DEFAULT_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        handle = pgserver.get_server(folder, cleanup_mode=cleanup)
+    except Exception as exc:
+        raise DatabaseError(f"cannot start the embedded PostgreSQL in {folder}: {exc}") from exc
+    return EmbeddedServer(folder, handle)
+
+
+def ensure_database(server: EmbeddedServer, dbname: str) -> str:
+    """Create ``dbname`` on the server if missing; returns its URL."""
+    from ferryman_worker.db import connect
+
+    with connect.connect(server.url()) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone()
+        if not exists:
+            from psycopg import sql
+
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+    return server.url(dbname)
+
+
+def _signal_and_wait(pid: int, timeout: float = 30.0) -> None:
+    try:
+        os.kill(pid, signal.SIGINT)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)

@@ -1,0 +1,32 @@
+"""The named queries of ``sql/queries.sql``, loaded once.
+
+Each query starts with a ``-- name: <name>`` line; the text up to the next one is the query.
+Query text is a ``LiteralString`` so psycopg's typing accepts it as trusted SQL.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+from typing import LiteralString, cast
+
+_MARKER = "-- name:"
+
+
+@functools.cache
+def _load(filename: str) -> dict[str, LiteralString]:
+    text = importlib.resources.files("ferryman_worker.db").joinpath("sql", filename).read_text()
+    queries: dict[str, LiteralString] = {}
+    for chunk in text.split(_MARKER)[1:]:
+        name, _, body = chunk.partition("\n")
+        queries[name.strip()] = cast(LiteralString, body.strip())
+    return queries
+
+
+def get(name: str, filename: str = "queries.sql") -> LiteralString:
+    """The query called ``name`` in ``sql/<filename>``; KeyError names what exists."""
+    queries = _load(filename)
+    try:
+        return queries[name]
+    except KeyError:
+        raise KeyError(f"no query named {name!r} in {filename}; known: {sorted(queries)}") from None

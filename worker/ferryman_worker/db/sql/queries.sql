@@ -1,0 +1,194 @@
+-- Named queries of the capsule. Each starts with "-- name: <name>" and uses psycopg's
+-- %(name)s placeholders. Loaded once by ferryman_worker.db.queries.
+
+-- name: enqueue
+-- Insert jobs given as parallel arrays (one element per job) and their batch memberships.
+WITH inserted AS (
+    INSERT INTO ferryman_jobs (queue, name, args, kwargs, priority, run_at, max_attempts,
+                               concurrency_key, batch_id)
+    SELECT q, n, a, k, p, coalesce(r, now()), m, c, b
+      FROM unnest(%(queue)s::text[], %(name)s::text[], %(args)s::jsonb[], %(kwargs)s::jsonb[],
+                  %(priority)s::integer[], %(run_at)s::timestamptz[], %(max_attempts)s::integer[],
+                  %(concurrency_key)s::text[], %(batch_id)s::bigint[]) AS t(q, n, a, k, p, r, m, c, b)
+    RETURNING id, batch_id
+), members AS (
+    INSERT INTO ferryman_batch_members (batch_id, job_id)
+    SELECT batch_id, id FROM inserted WHERE batch_id IS NOT NULL
+)
+SELECT id FROM inserted ORDER BY id;
+
+-- name: enqueue_cron
+-- Insert the job of one recurring entry's tick; a second process's insert does nothing.
+INSERT INTO ferryman_jobs (queue, name, priority, max_attempts, run_at, cron_key)
+VALUES (%(queue)s, %(name)s, %(priority)s, %(max_attempts)s, %(run_at)s, %(cron_key)s)
+ON CONFLICT (cron_key) WHERE cron_key IS NOT NULL DO NOTHING
+RETURNING id;
+
+-- name: claim
+SELECT * FROM ferryman_claim(%(queue)s, %(window)s);
+
+-- name: release
+-- Give up the claim's locks once the job's outcome has committed.
+SELECT pg_advisory_unlock(%(id)s::bigint),
+       CASE WHEN %(concurrency_key)s::text IS NULL THEN true
+            ELSE pg_advisory_unlock(1718772481, hashtext(%(concurrency_key)s::text)) END;
+
+-- name: succeed
+-- Mark a claimed job succeeded and end its batch membership. No row: it was already finished.
+WITH done AS (
+    UPDATE ferryman_jobs
+       SET status = 'succeeded', finished_at = now(), attempts = attempts + 1
+     WHERE id = %(id)s AND status = 'ready'
+    RETURNING id, batch_id
+), left_batch AS (
+    DELETE FROM ferryman_batch_members m USING done
+     WHERE m.batch_id = done.batch_id AND m.job_id = done.id
+)
+SELECT id FROM done;
+
+-- name: retry_later
+-- A failed attempt with attempts to spare: run again at %(run_at)s.
+UPDATE ferryman_jobs
+   SET attempts = attempts + 1, run_at = %(run_at)s, last_error = %(error)s,
+       last_traceback = %(traceback)s
+ WHERE id = %(id)s AND status = 'ready'
+RETURNING queue, pg_notify('ferryman_jobs', queue || '|' || extract(epoch FROM run_at)::text);
+
+-- name: fail
+-- The last attempt failed: keep the job for inspection and end its batch membership.
+WITH done AS (
+    UPDATE ferryman_jobs
+       SET status = 'failed', finished_at = now(), attempts = attempts + 1,
+           last_error = %(error)s, last_traceback = %(traceback)s
+     WHERE id = %(id)s AND status = 'ready'
+    RETURNING id, batch_id
+), left_batch AS (
+    DELETE FROM ferryman_batch_members m USING done
+     WHERE m.batch_id = done.batch_id AND m.job_id = done.id
+)
+SELECT id FROM done;
+
+-- name: defer
+-- Pressure: put the job back without running it and without counting an attempt.
+UPDATE ferryman_jobs SET run_at = %(run_at)s, deferrals = deferrals + 1
+ WHERE id = %(id)s AND status = 'ready'
+RETURNING pg_notify('ferryman_jobs', queue || '|' || extract(epoch FROM run_at)::text);
+
+-- name: finish_batch
+SELECT ferryman_finish_batch(%(batch_id)s) AS finished;
+
+-- name: create_batch
+INSERT INTO ferryman_batches (metadata, on_finish, on_success, on_failure)
+VALUES (%(metadata)s, %(on_finish)s, %(on_success)s, %(on_failure)s)
+RETURNING id;
+
+-- name: seal_batch
+UPDATE ferryman_batches SET sealed_at = now() WHERE id = %(batch_id)s AND sealed_at IS NULL;
+
+-- name: active_queries
+SELECT count(*) AS active FROM pg_stat_activity
+ WHERE state = 'active' AND datname = current_database() AND pid <> pg_backend_pid();
+
+-- name: register_worker
+INSERT INTO ferryman_workers (hostname, pid, lanes) VALUES (%(hostname)s, %(pid)s, %(lanes)s)
+RETURNING id;
+
+-- name: heartbeat
+UPDATE ferryman_workers SET heartbeat_at = now() WHERE id = %(id)s;
+
+-- name: unregister_worker
+DELETE FROM ferryman_workers WHERE id = %(id)s;
+
+-- name: queue_counts
+-- Per queue: ready (due, unclaimed), running (claimed: lock held), scheduled (not yet due),
+-- failed. A claim is an advisory lock on the job id, visible in pg_locks.
+WITH held AS (
+    SELECT ((l.classid::bigint << 32) | l.objid::bigint) AS id
+      FROM pg_locks l
+     WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)
+SELECT j.queue,
+       count(*) FILTER (WHERE j.status = 'ready' AND h.id IS NULL AND j.run_at <= now()) AS ready,
+       count(*) FILTER (WHERE j.status = 'ready' AND h.id IS NOT NULL) AS running,
+       count(*) FILTER (WHERE j.status = 'ready' AND h.id IS NULL AND j.run_at > now())
+           AS scheduled,
+       count(*) FILTER (WHERE j.status = 'failed') AS failed,
+       count(*) FILTER (WHERE j.status = 'succeeded') AS succeeded
+  FROM ferryman_jobs j LEFT JOIN held h ON h.id = j.id
+ WHERE j.status IN ('ready', 'failed', 'succeeded')
+ GROUP BY j.queue ORDER BY j.queue;
+
+-- name: failed_jobs
+SELECT id, queue, name, attempts, finished_at, last_error FROM ferryman_jobs
+ WHERE status = 'failed' ORDER BY id LIMIT %(limit)s;
+
+-- name: retry_failed
+-- Put failed jobs back; a member of a batch still live rejoins it.
+WITH again AS (
+    UPDATE ferryman_jobs
+       SET status = 'ready', attempts = 0, run_at = now(), finished_at = NULL
+     WHERE status = 'failed' AND (%(all)s OR id = ANY(%(ids)s::bigint[]))
+    RETURNING id, queue, batch_id
+), rejoined AS (
+    INSERT INTO ferryman_batch_members (batch_id, job_id)
+    SELECT again.batch_id, again.id FROM again
+      JOIN ferryman_batches b ON b.id = again.batch_id AND b.finished_at IS NULL
+    ON CONFLICT DO NOTHING
+), woken AS (
+    SELECT pg_notify('ferryman_jobs', queue) FROM (SELECT DISTINCT queue FROM again) q
+)
+SELECT (SELECT count(*) FROM again) AS retried, (SELECT count(*) FROM woken) AS queues;
+
+-- name: discard_failed
+UPDATE ferryman_jobs SET status = 'discarded'
+ WHERE status = 'failed' AND (%(all)s OR id = ANY(%(ids)s::bigint[]))
+RETURNING id;
+
+-- name: batches
+SELECT b.id, b.metadata, b.created_at, b.sealed_at, b.finished_at,
+       coalesce(b.total_jobs, live.total) AS total,
+       coalesce(b.completed_jobs, live.completed) AS completed,
+       coalesce(b.failed_jobs, live.failed) AS failed,
+       (SELECT count(*) FROM ferryman_batch_members m WHERE m.batch_id = b.id) AS pending
+  FROM ferryman_batches b
+  LEFT JOIN LATERAL (
+      SELECT count(*) AS total,
+             count(*) FILTER (WHERE j.status = 'succeeded') AS completed,
+             count(*) FILTER (WHERE j.status IN ('failed', 'discarded')) AS failed
+        FROM ferryman_jobs j WHERE j.batch_id = b.id AND b.finished_at IS NULL
+  ) live ON true
+ ORDER BY b.id DESC LIMIT %(limit)s;
+
+-- name: sweep_stale_members
+-- Members whose job is no longer live (finished by hand, deleted): end their membership.
+DELETE FROM ferryman_batch_members m
+ WHERE NOT EXISTS (SELECT 1 FROM ferryman_jobs j WHERE j.id = m.job_id AND j.status = 'ready')
+RETURNING m.batch_id;
+
+-- name: seal_stalled_batches
+-- Batches whose enqueuing process died before sealing them.
+UPDATE ferryman_batches SET sealed_at = now()
+ WHERE sealed_at IS NULL AND created_at < now() - make_interval(secs => %(stalled_for)s)
+RETURNING id;
+
+-- name: finish_stalled_batches
+-- Sealed batches with no member left whose finisher's after-commit check was lost.
+SELECT b.id, ferryman_finish_batch(b.id) AS finished FROM ferryman_batches b
+ WHERE b.finished_at IS NULL AND b.sealed_at IS NOT NULL
+   AND NOT EXISTS (SELECT 1 FROM ferryman_batch_members m WHERE m.batch_id = b.id);
+
+-- name: prune_jobs
+DELETE FROM ferryman_jobs
+ WHERE id IN (SELECT id FROM ferryman_jobs
+               WHERE status IN ('succeeded', 'discarded')
+                 AND finished_at < now() - make_interval(secs => %(older_than)s)
+               LIMIT %(limit)s);
+
+-- name: prune_batches
+DELETE FROM ferryman_batches
+ WHERE finished_at < now() - make_interval(secs => %(older_than)s);
+
+-- name: prune_workers
+DELETE FROM ferryman_workers
+ WHERE heartbeat_at < now() - make_interval(secs => %(older_than)s);

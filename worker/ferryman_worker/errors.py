@@ -1,0 +1,43 @@
+"""Every error ferryman's worker raises on purpose, in one place.
+
+Messages say what went wrong and what to do about it, and never contain a secret
+(a database URL, a source token)::
+
+    FerrymanError
+    ├── ConfigurationError        bad settings, lanes, pool sizes: refused at start-up
+    ├── DatabaseError             PostgreSQL unreachable or refused a statement (wraps psycopg)
+    │   └── MigrationError        a schema migration failed or the schema is out of date
+    └── QueueError                misuse of the queue's public API
+        ├── UnknownJobError       a job name that no imported module registered
+        └── JobAlreadyFinished    a job's completion lost a race (it was run twice)
+"""
+
+from __future__ import annotations
+
+
+class FerrymanError(Exception):
+    """Base class of every error ferryman raises on purpose."""
+
+
+class ConfigurationError(FerrymanError):
+    """A setting is invalid; the message names the setting and the fix."""
+
+
+class DatabaseError(FerrymanError):
+    """PostgreSQL could not be reached or refused a statement."""
+
+
+class MigrationError(DatabaseError):
+    """A schema migration failed, or the database schema is not up to date."""
+
+
+class QueueError(FerrymanError):
+    """The queue's public API was used in a way it does not support."""
+
+
+class UnknownJobError(QueueError):
+    """A job names a function that no imported module registered."""
+
+
+class JobAlreadyFinished(QueueError):
+    """A job's completion found it already finished: its writes are rolled back."""

@@ -1,0 +1,34 @@
+"""The capsule's public API: register jobs, enqueue them, group them in batches.
+
+    from ferryman_worker.queue import job, enqueue, enqueue_many, batch
+
+    @job("reports.build", queue="default", max_attempts=3)
+    def build_report(report_id: int) -> None: ...
+
+    enqueue(build_report, 42)                          # autocommit, default database
+    with conn.transaction():
+        enqueue(build_report, 43, conn=conn)           # exists only if this commits
+    with batch(on_finish=notify_done.call(user=7)):
+        enqueue_many(build_report.call(i) for i in range(1000))
+"""
+
+from ferryman_worker.queue.batches import Batch, batch
+from ferryman_worker.queue.producer import UrlSource, configure, enqueue, enqueue_many
+from ferryman_worker.queue.registry import Job, JobCall, JobOptions, Registry, cron, job
+from ferryman_worker.queue.runner import JobContext
+
+__all__ = [
+    "Batch",
+    "Job",
+    "JobCall",
+    "JobContext",
+    "JobOptions",
+    "Registry",
+    "UrlSource",
+    "batch",
+    "configure",
+    "cron",
+    "enqueue",
+    "enqueue_many",
+    "job",
+]

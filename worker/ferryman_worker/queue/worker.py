@@ -1,0 +1,189 @@
+"""The capsule: one worker process, a lane (its own thread pool) per queue, plus the notifier,
+poller, cron manager and heartbeat threads.
+
+A lane thread borrows a pooled connection, claims jobs on it and runs them one after another
+while its queue has due work, then gives the connection back (which drops any lock left) and
+sleeps until something wakes the lane. On SIGTERM no thread claims again; running jobs get
+``shutdown_grace`` seconds, then the process exits and their locks go with their connections.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import psycopg
+import psycopg_pool
+
+from ferryman_worker.db import connect, migrate, queries
+from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.queue import claims, producer, runner
+from ferryman_worker.queue.lanes import Lane
+from ferryman_worker.queue.pressure import PressureGauge
+from ferryman_worker.queue.registry import Registry, default_registry
+from ferryman_worker.queue.wakeups import CronManager, Notifier, Poller
+from ferryman_worker.settings import Settings
+
+log = logging.getLogger("ferryman.queue")
+
+
+def import_modules(names: list[str]) -> None:
+    """Import the modules that define job functions; ConfigurationError names a missing one."""
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"--import {name}: cannot import it ({exc}); check the module name and that it "
+                "is installed or on PYTHONPATH"
+            ) from None
+
+
+class Worker:
+    """One capsule process. ``start`` returns once the threads run; ``stop`` ends them."""
+
+    def __init__(self, settings: Settings, database_url: str,
+                 registry: Registry | None = None) -> None:
+        self.settings = settings
+        self.registry = registry or default_registry
+        self.pool = connect.make_pool(database_url, settings.effective_pool_size)
+        self.lanes = {spec.name: Lane(spec) for spec in settings.lane_specs}
+        self.stopping = threading.Event()
+        self.runner = runner.Runner(
+            self.registry,
+            runner.Backoff(settings.backoff_base, settings.backoff_cap),
+            PressureGauge(settings.pressure_threshold),
+        )
+        self.poller = Poller(self.lanes, settings.poll_interval, self.stopping)
+        self.notifier = Notifier(self.pool, self.lanes, self.poller, self.stopping)
+        self.cron = CronManager(self.pool, self.registry.cron, self.stopping)
+        self._lane_threads: list[threading.Thread] = []
+        self._service_threads: list[threading.Thread] = []
+        self._running = 0
+        self._running_lock = threading.Lock()
+        self.worker_id: int | None = None
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the pool, check the schema, and start every thread."""
+        self.pool.open(wait=True, timeout=30)
+        with self.pool.connection() as conn:
+            migrate.check_current(conn)
+            row = conn.execute(queries.get("register_worker"), {
+                "hostname": socket.gethostname(), "pid": os.getpid(), "lanes": self.settings.lanes,
+            }).fetchone()
+            self.worker_id = int(row["id"]) if row else None  # type: ignore[call-overload]
+        producer.configure(self.pool)
+        self._spawn(self._service_threads, "notifier", self.notifier.run)
+        self._spawn(self._service_threads, "poller", self.poller.run)
+        self._spawn(self._service_threads, "cron", self.cron.run)
+        self._spawn(self._service_threads, "heartbeat", self._heartbeat)
+        for lane in self.lanes.values():
+            for index in range(lane.spec.width):
+                self._spawn(self._lane_threads, f"lane-{lane.name}-{index}",
+                            lambda lane=lane: self._lane_loop(lane))
+        log.info("worker %s started: lanes %s, pool %d",
+                 self.worker_id, self.settings.lanes, self.settings.effective_pool_size)
+
+    def stop(self, grace: float | None = None) -> bool:
+        """Stop claiming, wait up to ``grace`` seconds for running jobs; True if all ended."""
+        grace = self.settings.shutdown_grace if grace is None else grace
+        self.stopping.set()
+        self.poller.stop()
+        for lane in self.lanes.values():
+            lane.wake()
+        deadline = time.monotonic() + grace
+        for thread in self._lane_threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        finished = not any(thread.is_alive() for thread in self._lane_threads)
+        if finished:
+            self._unregister()
+            for thread in self._service_threads:
+                thread.join(5.0)
+            self.pool.close()
+        else:
+            log.warning("%d jobs still running after %.0fs; exiting: they run again elsewhere",
+                        self.running, grace)
+        producer.configure(None)
+        return finished
+
+    def run_until_signal(self) -> int:
+        """Start, serve until SIGTERM or SIGINT, stop; returns the process exit code."""
+        got = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: got.set())
+        self.start()
+        while not got.wait(1.0):
+            pass
+        log.info("signal received: no new claims, %d jobs running", self.running)
+        if not self.stop():
+            os._exit(0)  # the running jobs' connections die with us, and their claims with them
+        return 0
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    # -- threads ------------------------------------------------------------------------------
+
+    def _spawn(self, group: list[threading.Thread], name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        group.append(thread)
+
+    def _lane_loop(self, lane: Lane) -> None:
+        while not self.stopping.is_set():
+            seen = lane.generation
+            try:
+                found = self._drain(lane)
+            except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+                log.warning("lane %s: database error (%s); retrying", lane.name, type(exc).__name__)
+                self.stopping.wait(1.0)
+                continue
+            if not found:
+                lane.wait(seen, self.settings.poll_interval)
+
+    def _drain(self, lane: Lane) -> bool:
+        """Claim and run jobs of ``lane`` on one connection until none is due."""
+        found = False
+        with self.pool.connection() as conn:
+            while not self.stopping.is_set():
+                job = claims.claim(conn, lane.name, self.settings.claim_window)
+                if job is None:
+                    break
+                found = True
+                self._run_claimed(conn, job)
+        return found
+
+    def _run_claimed(self, conn: connect.Connection, job: claims.JobRecord) -> None:
+        with self._running_lock:
+            self._running += 1
+        try:
+            outcome = self.runner.run(conn, job)
+            claims.release(conn, job)
+            runner.after_release(conn, job, outcome)
+        finally:
+            with self._running_lock:
+                self._running -= 1
+
+    def _heartbeat(self) -> None:
+        while not self.stopping.wait(self.settings.heartbeat_interval):
+            try:
+                with self.pool.connection() as conn:
+                    conn.execute(queries.get("heartbeat"), {"id": self.worker_id})
+            except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+                log.warning("heartbeat failed: %s", type(exc).__name__)
+
+    def _unregister(self) -> None:
+        try:
+            with self.pool.connection(timeout=5) as conn:
+                conn.execute(queries.get("unregister_worker"), {"id": self.worker_id})
+        except (psycopg.Error, psycopg_pool.PoolTimeout):
+            pass

@@ -1,0 +1,132 @@
+"""The worker's configuration: one model, read once from the environment (prefix ``FERRYMAN_``)
+and overridden by command-line flags in ``cli``. Nothing reads the environment anywhere else.
+
+The database URL is a ``SecretStr``: it is never printed, logged or put into an exception.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.queue import lanes as lanes_mod
+
+OWN_CONNECTIONS = 4
+"""Connections a worker process holds besides its lane threads: notifier, poller, cron, heartbeat."""
+
+
+class Settings(BaseSettings):
+    """Settings of every ``ferryman`` process; each field is also ``FERRYMAN_<FIELD>``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FERRYMAN_", extra="ignore", use_attribute_docstrings=True
+    )
+
+    database_url: SecretStr | None = None
+    """PostgreSQL URL. Unset: local commands start an embedded server (see ``embedded_dir``)."""
+
+    embedded_dir: str | None = None
+    """Data folder of the embedded PostgreSQL; default ``~/.local/share/ferryman/postgres``."""
+
+    lanes: str = "migrations:4,critical:2,default:3"
+    """Lanes of the capsule as ``name:threads,...``; each lane is its own thread pool."""
+
+    pool_size: int | None = None
+    """Database connections per worker process; default: the lanes' threads + 4 of its own."""
+
+    imports: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Modules to import for job functions (comma-separated in the environment)."""
+
+    poll_interval: float = Field(default=15.0, gt=0)
+    """Seconds between polls: the safety net for a missed notification."""
+
+    claim_window: int = Field(default=100, ge=1)
+    """Ready jobs a claim looks at past those other threads hold (running jobs keep their row)."""
+
+    shutdown_grace: float = Field(default=30.0, ge=0)
+    """Seconds running jobs get to finish after SIGTERM before the process exits anyway."""
+
+    retention_hours: float = Field(default=72.0, gt=0)
+    """Finished job rows and batches older than this are pruned."""
+
+    pressure_threshold: int = Field(default=40, ge=1)
+    """Active queries above which jobs that ask for it are deferred instead of run."""
+
+    backoff_base: float = Field(default=1.0, gt=0)
+    """Seconds of the first retry delay; doubles per attempt, with jitter."""
+
+    backoff_cap: float = Field(default=600.0, gt=0)
+    """Longest retry delay in seconds."""
+
+    heartbeat_interval: float = Field(default=10.0, gt=0)
+    """Seconds between a worker process's heartbeats."""
+
+    stalled_batch_after: float = Field(default=300.0, gt=0)
+    """Seconds after which the reaper seals a batch whose enqueuing process never sealed it."""
+
+    @field_validator("imports", mode="before")
+    @classmethod
+    def _split_imports(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("lanes")
+    @classmethod
+    def _parse_lanes(cls, value: str) -> str:
+        lanes_mod.parse_lanes(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check_pool(self) -> Settings:
+        needed = self.threads + OWN_CONNECTIONS
+        if self.pool_size is not None and self.pool_size < needed:
+            raise ConfigurationError(
+                f"pool_size {self.pool_size} is too small for lanes {self.lanes!r}: they need "
+                f"{self.threads} connections plus {OWN_CONNECTIONS} of the process's own "
+                f"(notifier, poller, cron, heartbeat); set FERRYMAN_POOL_SIZE (--pool-size) to "
+                f"at least {needed} or narrow the lanes"
+            )
+        return self
+
+    @property
+    def lane_specs(self) -> list[lanes_mod.LaneSpec]:
+        return lanes_mod.parse_lanes(self.lanes)
+
+    @property
+    def threads(self) -> int:
+        return sum(spec.width for spec in self.lane_specs)
+
+    @property
+    def effective_pool_size(self) -> int:
+        return self.pool_size if self.pool_size is not None else self.threads + OWN_CONNECTIONS
+
+
+def load(**overrides: object) -> Settings:
+    """Read settings from the environment, with command-line ``overrides`` (None = not given).
+
+    Raises ConfigurationError with the field's name when a value is invalid.
+    """
+    given = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return Settings(**given)  # type: ignore[arg-type]
+    except ConfigurationError:
+        raise
+    except ValueError as exc:  # pydantic.ValidationError is a ValueError
+        raise ConfigurationError(_describe(exc)) from None
+
+
+def _describe(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if errors is None:
+        return str(exc)
+    lines = []
+    for error in errors():
+        field = ".".join(str(part) for part in error["loc"]) or "settings"
+        ctx_error = error.get("ctx", {}).get("error")
+        message = str(ctx_error) if ctx_error is not None else error["msg"]
+        lines.append(f"{field} (FERRYMAN_{field.upper()}): {message}")
+    return "invalid settings: " + "; ".join(lines)
