@@ -1,0 +1,194 @@
+"""The local Kubernetes control plane (hack/controlplane) for tests marked `k8s`.
+
+The binaries are built once collection is over, before any test runs, so that a cold build (tens of
+minutes) is not cut short by a test's timeout; a failed build fails every k8s test with its reason.
+Then one control plane per session: etcd, kube-apiserver and kube-controller-manager on free
+loopback ports, taken down at the end (and by its watchdog if this process dies first).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTROLPLANE = ROOT / "hack" / "controlplane"
+BUILD_FAILURE = pytest.StashKey[str]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the binaries (a no-op when cached) if any selected test needs the control plane."""
+    config = session.config
+    if config.option.collectonly or BUILD_FAILURE in config.stash:
+        return
+    if not any(item.get_closest_marker("k8s") for item in session.items):
+        return
+    capture = config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        config.stash[BUILD_FAILURE] = build()
+
+
+def build() -> str:
+    """Run `hack/controlplane build`, showing its progress; return "" or why it failed."""
+    proc = subprocess.Popen(
+        [str(CONTROLPLANE), "build"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    last = collections.deque[str](maxlen=60)
+    for line in proc.stdout or ():
+        sys.stderr.write(line)
+        last.append(line)
+    if proc.wait() == 0:
+        return ""
+    return f"hack/controlplane build failed (exit {proc.returncode}):\n{''.join(last)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlPlane:
+    """A running control plane: its kubeconfig, its tools, and an environment that uses them."""
+
+    state_dir: Path
+    server: str
+    kubeconfig: Path
+    bin: dict[str, Path]
+    env: dict[str, str]
+
+    @property
+    def kubectl_path(self) -> Path:
+        return self.bin["kubectl"]
+
+    @property
+    def helm_path(self) -> Path:
+        return self.bin["helm"]
+
+    def run(
+        self, *argv: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a command in this control plane's environment; raise with its output on failure."""
+        result = subprocess.run(
+            argv, input=input, env=self.env, capture_output=True, text=True, timeout=timeout
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"{' '.join(argv)} exited {result.returncode}\n{result.stdout}{result.stderr}"
+            )
+        return result
+
+    def kubectl(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return self.run(str(self.kubectl_path), *args, **kwargs)
+
+    def helm(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return self.run(str(self.helm_path), *args, **kwargs)
+
+    def kubectl_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    @classmethod
+    def load(cls, state_dir: Path, home: Path) -> ControlPlane:
+        """Read what `up` recorded in <state-dir>/state.json."""
+        state = json.loads((state_dir / "state.json").read_text())
+        env = dict(os.environ)
+        env.update(state["env"])
+        env["PATH"] = f"{state['env']['FERRYMAN_CONTROLPLANE_BIN']}{os.pathsep}{env['PATH']}"
+        # kubectl's discovery cache and helm's homes stay out of the user's.
+        env["KUBECACHEDIR"] = str(home / "kube-cache")
+        for kind in ("CACHE", "CONFIG", "DATA"):
+            env[f"HELM_{kind}_HOME"] = str(home / f"helm-{kind.lower()}")
+        bins = {name: Path(path) for name, path in state["bin"].items()}
+        return cls(state_dir, state["server"], Path(state["kubeconfig"]), bins, env)
+
+
+def controlplane_command(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CONTROLPLANE), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@contextlib.contextmanager
+def running_controlplane(state_dir: Path, *up_args: str) -> Iterator[ControlPlane]:
+    """`hack/controlplane up` into state_dir; always `down` afterwards."""
+    try:
+        result = controlplane_command("up", "--state-dir", str(state_dir), *up_args)
+        if result.returncode != 0:
+            pytest.fail(f"hack/controlplane up failed:\n{result.stderr}", pytrace=False)
+        yield ControlPlane.load(state_dir, state_dir.parent / f"{state_dir.name}-home")
+    finally:
+        down = controlplane_command("down", "--state-dir", str(state_dir), timeout=120)
+        assert down.returncode == 0, down.stderr
+
+
+@pytest.fixture(scope="session")
+def controlplane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    """One control plane for the session, with kube-controller-manager."""
+    failure = request.config.stash.get(BUILD_FAILURE, "")
+    if failure:
+        pytest.fail(failure, pytrace=False)
+    state_dir = tmp_path_factory.mktemp("controlplane") / "state"
+    with running_controlplane(state_dir, "--watch-pid", str(os.getpid())) as plane:
+        yield plane
+
+
+@pytest.fixture
+def namespace(controlplane: ControlPlane) -> Iterator[str]:
+    """A fresh namespace, deleted afterwards (without waiting for its finalization)."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    controlplane.kubectl("create", "namespace", name)
+    yield name
+    controlplane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def api_client(controlplane: ControlPlane) -> Iterator[Any]:
+    """The Python `kubernetes` client, configured from the control plane's kubeconfig."""
+    from kubernetes import config
+
+    client = config.new_client_from_config(config_file=str(controlplane.kubeconfig))
+    with client:
+        yield client
+
+
+def eventually(check: Callable[[], Any], timeout: float = 30, interval: float = 0.25) -> Any:
+    """Call `check` until it returns a truthy value or stops raising AssertionError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()
+            if result:
+                return result
+            failure: BaseException = AssertionError(f"{check} returned {result!r}")
+        except AssertionError as error:
+            failure = error
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true after {timeout} s") from failure
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def wait_for() -> Callable[..., Any]:
+    """`wait_for(check, timeout=30)`: poll until check() is truthy (the controllers are async)."""
+    return eventually
+
+
+@pytest.fixture(scope="session")
+def start_controlplane() -> Callable[..., contextlib.AbstractContextManager[ControlPlane]]:
+    """`with start_controlplane(state_dir, *up_args) as plane:` another control plane."""
+    return running_controlplane
+
+
+@pytest.fixture(scope="session")
+def controlplane_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`controlplane_cli("env", "--state-dir", ...)`: run hack/controlplane, capture its output."""
+    return controlplane_command
