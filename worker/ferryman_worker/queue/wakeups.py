@@ -4,7 +4,9 @@
   milliseconds of an enqueue's commit. After any reconnect it wakes every lane, since
   notifications sent while it was away are gone.
 - ``Poller``: wakes every lane every ``interval`` seconds (a missed notification makes a job
-  late, never lost) and each lane at the times its scheduled jobs fall due.
+  late, never lost) and each lane at the times its scheduled jobs fall due. Every second it also
+  asks whether another worker process died (its LISTEN backend is gone): that process's claims
+  died with it, so the lanes are woken to take its jobs over at once.
 - ``CronManager``: inserts one job per recurring entry and tick; a unique key on the tick makes
   every other worker process's insert a no-op, so each tick runs once.
 """
@@ -34,10 +36,14 @@ CHANNEL = "ferryman_jobs"
 class Poller:
     """Wakes all lanes every ``interval`` seconds and single lanes at scheduled times."""
 
-    def __init__(self, lanes: Mapping[str, Lane], interval: float, stopping: threading.Event) -> None:
+    def __init__(self, lanes: Mapping[str, Lane], interval: float, stopping: threading.Event,
+                 someone_died: Callable[[], bool] = lambda: False,
+                 liveness_interval: float = 1.0) -> None:
         self._lanes = lanes
         self._interval = interval
         self._stopping = stopping
+        self._someone_died = someone_died
+        self._liveness_interval = liveness_interval
         self._cond = threading.Condition()
         self._timers: list[tuple[float, str]] = []
 
@@ -59,14 +65,19 @@ class Poller:
 
     def run(self) -> None:
         next_poll = time.time() + self._interval
+        next_check = time.time() + self._liveness_interval
         while not self._stopping.is_set():
             now = time.time()
+            if now >= next_check:
+                next_check = now + self._liveness_interval
+                if self._someone_died():
+                    next_poll = now
             if now >= next_poll:
                 self.wake_all()
                 next_poll = now + self._interval
             self._fire_due(now)
             with self._cond:
-                due = min([next_poll, *(t for t, _ in self._timers[:1])])
+                due = min([next_poll, next_check, *(t for t, _ in self._timers[:1])])
                 self._cond.wait(max(0.0, due - time.time()))
 
     def _fire_due(self, now: float) -> None:
@@ -82,11 +93,13 @@ class Notifier:
     """LISTENs on its own pooled connection and dispatches notifications to lanes."""
 
     def __init__(self, pool: psycopg_pool.ConnectionPool[Connection], lanes: Mapping[str, Lane],
-                 poller: Poller, stopping: threading.Event) -> None:
+                 poller: Poller, stopping: threading.Event,
+                 on_listen: Callable[[Connection], None] = lambda conn: None) -> None:
         self._pool = pool
         self._lanes = lanes
         self._poller = poller
         self._stopping = stopping
+        self._on_listen = on_listen
         self.listening = threading.Event()
 
     def run(self) -> None:
@@ -101,6 +114,7 @@ class Notifier:
     def _listen(self) -> None:
         with self._pool.connection() as conn:
             conn.execute(f"LISTEN {CHANNEL}")
+            self._on_listen(conn)
             self.listening.set()
             self._poller.wake_all()  # whatever was enqueued while no one listened
             while not self._stopping.is_set():

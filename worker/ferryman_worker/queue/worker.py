@@ -22,7 +22,7 @@ import psycopg
 import psycopg_pool
 
 from ferryman_worker.db import connect, migrate, queries
-from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.errors import ConfigurationError, DatabaseError
 from ferryman_worker.queue import claims, producer, runner
 from ferryman_worker.queue.lanes import Lane
 from ferryman_worker.queue.pressure import PressureGauge
@@ -60,8 +60,10 @@ class Worker:
             runner.Backoff(settings.backoff_base, settings.backoff_cap),
             PressureGauge(settings.pressure_threshold),
         )
-        self.poller = Poller(self.lanes, settings.poll_interval, self.stopping)
-        self.notifier = Notifier(self.pool, self.lanes, self.poller, self.stopping)
+        self.poller = Poller(self.lanes, settings.poll_interval, self.stopping,
+                             someone_died=self._reap_dead_workers)
+        self.notifier = Notifier(self.pool, self.lanes, self.poller, self.stopping,
+                                 on_listen=self._register)
         self.cron = CronManager(self.pool, self.registry.cron, self.stopping)
         self._lane_threads: list[threading.Thread] = []
         self._service_threads: list[threading.Thread] = []
@@ -76,12 +78,13 @@ class Worker:
         self.pool.open(wait=True, timeout=30)
         with self.pool.connection() as conn:
             migrate.check_current(conn)
-            row = conn.execute(queries.get("register_worker"), {
-                "hostname": socket.gethostname(), "pid": os.getpid(), "lanes": self.settings.lanes,
-            }).fetchone()
-            self.worker_id = int(row["id"]) if row else None  # type: ignore[call-overload]
+            row = conn.execute(queries.get("new_worker_id")).fetchone()
+            assert row is not None
+            self.worker_id = int(row["id"])  # type: ignore[call-overload]
         producer.configure(self.pool)
         self._spawn(self._service_threads, "notifier", self.notifier.run)
+        if not self.notifier.listening.wait(30):
+            raise DatabaseError("the notifier could not LISTEN within 30s")
         self._spawn(self._service_threads, "poller", self.poller.run)
         self._spawn(self._service_threads, "cron", self.cron.run)
         self._spawn(self._service_threads, "heartbeat", self._heartbeat)
@@ -172,6 +175,23 @@ class Worker:
         finally:
             with self._running_lock:
                 self._running -= 1
+
+    def _register(self, conn: connect.Connection) -> None:
+        conn.execute(queries.get("register_worker"), {
+            "id": self.worker_id, "hostname": socket.gethostname(), "pid": os.getpid(),
+            "lanes": self.settings.lanes,
+        })
+
+    def _reap_dead_workers(self) -> bool:
+        """True when another worker process died since the last look (and its row is gone)."""
+        try:
+            with self.pool.connection() as conn:
+                dead = conn.execute(queries.get("reap_dead_workers")).fetchall()
+        except (psycopg.Error, psycopg_pool.PoolTimeout):
+            return False
+        for row in dead:
+            log.warning("worker %s is gone; its jobs are claimable again", row["id"])
+        return bool(dead)
 
     def _heartbeat(self) -> None:
         while not self.stopping.wait(self.settings.heartbeat_interval):

@@ -89,8 +89,20 @@ UPDATE ferryman_batches SET sealed_at = now() WHERE id = %(batch_id)s AND sealed
 SELECT count(*) AS active FROM pg_stat_activity
  WHERE state = 'active' AND datname = current_database() AND pid <> pg_backend_pid();
 
+-- name: new_worker_id
+SELECT nextval('ferryman_workers_id_seq') AS id;
+
 -- name: register_worker
-INSERT INTO ferryman_workers (hostname, pid, lanes) VALUES (%(hostname)s, %(pid)s, %(lanes)s)
+-- On every (re)connect of the notifier: this process is alive behind this backend.
+INSERT INTO ferryman_workers (id, hostname, pid, lanes, backend_pid)
+VALUES (%(id)s, %(hostname)s, %(pid)s, %(lanes)s, pg_backend_pid())
+ON CONFLICT (id) DO UPDATE SET backend_pid = pg_backend_pid(), heartbeat_at = now();
+
+-- name: reap_dead_workers
+-- Worker processes whose LISTEN backend is gone: they died (or lost the database). Their
+-- claims went with their connections; the caller wakes its lanes to take the jobs over.
+DELETE FROM ferryman_workers w
+ WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.backend_pid)
 RETURNING id;
 
 -- name: heartbeat

@@ -58,6 +58,8 @@ CREATE TABLE ferryman_workers (
     hostname     text        NOT NULL,
     pid          integer     NOT NULL,
     lanes        text        NOT NULL,
+    -- the backend of its LISTEN connection: gone from pg_stat_activity = the process is gone
+    backend_pid  integer     NOT NULL,
     started_at   timestamptz NOT NULL DEFAULT now(),
     heartbeat_at timestamptz NOT NULL DEFAULT now()
 );

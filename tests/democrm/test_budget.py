@@ -1,0 +1,61 @@
+"""The token budget per API key: 429 with Retry-After when spent, nothing charged, refills."""
+
+import time
+
+import httpx
+from tests.democrm.conftest import StartDemoCRM
+
+
+def test_a_spent_budget_answers_429_with_retry_after_and_refills(
+    start_democrm: StartDemoCRM,
+) -> None:
+    crm = start_democrm(organizations=10, budget_capacity=40, budget_refill_per_s=10)
+    with crm.client() as http:
+        assert [http.get("/v1/organizations").status_code for _ in range(2)] == [200, 200]
+        refused = http.get("/v1/organizations")
+        assert refused.status_code == 429
+        assert refused.json()["error"]["code"] == "rate_limited"
+        retry_after = int(refused.headers["Retry-After"])
+        assert 1 <= retry_after <= 2
+        time.sleep(retry_after)
+        assert http.get("/v1/organizations").status_code == 200
+    counts = crm.stats()["requests"]["GET /v1/organizations"]
+    assert counts == {"200": 3, "429": 1}
+
+
+def test_a_refused_call_takes_no_tokens(start_democrm: StartDemoCRM) -> None:
+    crm = start_democrm(organizations=10, budget_capacity=30, budget_refill_per_s=0.001)
+    with crm.client() as http:
+        assert http.get("/v1/organizations").status_code == 200
+        assert http.get("/v1/organizations").status_code == 429
+        assert crm.stats()["budgets"]["test-key"] >= 10
+        ids = crm.truth()["messages"]["ids"][:10]
+        assert [http.get(f"/v1/messages/{i}").status_code for i in ids] == [200] * 10
+        assert http.get(f"/v1/messages/{ids[0]}").status_code == 429
+
+
+def test_each_key_has_its_own_bucket(start_democrm: StartDemoCRM) -> None:
+    crm = start_democrm(organizations=5, api_key=None, budget_capacity=20, budget_refill_per_s=1)
+
+    def status(key: str) -> int:
+        url = f"{crm.url}/v1/organizations"
+        return httpx.get(url, headers={"Authorization": f"Bearer {key}"}).status_code
+
+    assert [status("a"), status("a"), status("b")] == [200, 429, 200]
+
+
+def test_configuring_the_budget_refills_and_can_disable_it(start_democrm: StartDemoCRM) -> None:
+    crm = start_democrm(organizations=5, budget_capacity=20, budget_refill_per_s=0.01)
+    with crm.client() as http:
+        assert [http.get("/v1/people").status_code for _ in range(2)] == [200, 429]
+        crm.configure(budget_capacity=20)
+        assert [http.get("/v1/people").status_code for _ in range(2)] == [200, 429]
+        crm.configure(budget_capacity=0)
+        assert {http.get("/v1/people").status_code for _ in range(5)} == {200}
+
+
+def test_costs_are_configurable(start_democrm: StartDemoCRM) -> None:
+    crm = start_democrm(organizations=5, budget_capacity=100, budget_refill_per_s=0.01)
+    crm.configure(listing_cost=50)
+    with crm.client() as http:
+        assert [http.get("/v1/deals").status_code for _ in range(3)] == [200, 200, 429]

@@ -1,0 +1,78 @@
+"""Offset pagination: every id exactly once, page shapes, and parameter validation."""
+
+from collections import Counter
+
+import httpx
+import pytest
+from tests.democrm.conftest import StartDemoCRM
+from tests.democrm.server_fixture import DemoCRM
+
+KINDS = ("organizations", "people", "deals")
+
+
+def walk(http: httpx.Client, path: str, limit: int = 500) -> list[dict[str, object]]:
+    """Every record of a listing, following ``next_start`` until ``more`` is false."""
+    records: list[dict[str, object]] = []
+    start: int | None = 0
+    while start is not None:
+        body = http.get(path, params={"start": start, "limit": limit}).raise_for_status().json()
+        page = body["pagination"]
+        assert (page["start"], page["limit"]) == (start, limit)
+        assert len(body["data"]) == limit or not page["more"]
+        assert page["next_start"] == (start + len(body["data"]) if page["more"] else None)
+        records += body["data"]
+        start = page["next_start"]
+    return records
+
+
+@pytest.mark.parametrize("size", [0, 1, 499, 500, 501, 2000])
+def test_pages_of_500_cover_every_id_exactly_once(start_democrm: StartDemoCRM, size: int) -> None:
+    people, deals = min(size, 501), min(size, 499)
+    crm = start_democrm(organizations=size, people=people, deals=deals, malformed_rate=0.02)
+    truth = crm.truth()
+    with crm.client() as http:
+        for kind in KINDS:
+            ids = [record["id"] for record in walk(http, f"/v1/{kind}")]
+            assert Counter(ids) == Counter(truth[kind]["ids"]), kind
+            assert len(ids) == truth[kind]["count"] == len(set(ids))
+    assert truth["organizations"]["count"] == size
+
+
+def test_start_beyond_the_end_is_an_empty_last_page(democrm: DemoCRM) -> None:
+    with democrm.client() as http:
+        body = http.get("/v1/people", params={"start": 10_000, "limit": 5}).json()
+    expected = {"start": 10_000, "limit": 5, "more": False, "next_start": None}
+    assert body == {"data": [], "pagination": expected}
+
+
+def test_limit_defaults_to_100(democrm: DemoCRM) -> None:
+    with democrm.client() as http:
+        body = http.get("/v1/organizations").json()
+    assert len(body["data"]) == 100
+    assert body["pagination"] == {"start": 0, "limit": 100, "more": True, "next_start": 100}
+
+
+@pytest.mark.parametrize("limit", ["0", "501", "-1", "ten", "1.5", "", "+5"])
+def test_a_bad_limit_is_a_400_with_a_json_error(democrm: DemoCRM, limit: str) -> None:
+    with democrm.client() as http:
+        response = http.get(f"/v1/organizations?limit={limit}")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "bad_request"
+    assert "limit" in response.json()["error"]["message"]
+
+
+def test_a_bad_start_is_a_400(democrm: DemoCRM) -> None:
+    with democrm.client() as http:
+        response = http.get("/v1/deals", params={"start": "-3"})
+    assert response.status_code == 400
+    assert "start" in response.json()["error"]["message"]
+
+
+def test_a_page_deep_into_a_huge_dataset_is_served_without_precomputation(
+    start_democrm: StartDemoCRM,
+) -> None:
+    crm = start_democrm(organizations=50_000_000, people=0, deals=0)
+    with crm.client() as http:
+        body = http.get("/v1/organizations", params={"start": 49_999_990, "limit": 500}).json()
+    assert [r["id"] for r in body["data"]] == list(range(49_999_991, 50_000_001))
+    assert body["pagination"]["more"] is False

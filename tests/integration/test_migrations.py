@@ -1,0 +1,93 @@
+"""Schema migrations against a real PostgreSQL."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import threading
+
+from psycopg import sql
+
+from ferryman_worker.db import connect, migrate
+
+SCHEMA = (pathlib.Path(migrate.__file__).parent / "sql" / "schema.sql").read_text()
+
+
+def _pg_dump() -> str:
+    import pgserver
+
+    return str(pathlib.Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_dump")
+
+
+def _schema_dump(url: str) -> str:
+    out = subprocess.run([_pg_dump(), "--schema-only", "--no-owner", "--exclude-table",
+                          "ferryman_schema_migrations", "-d", url],
+                         check=True, capture_output=True, text=True).stdout
+    lines = [line for line in out.splitlines()
+             if line and not line.startswith("--") and not line.startswith("SET ")
+             and "pg_catalog.set_config" not in line and not line.startswith("\\")]
+    return "\n".join(lines)
+
+
+def _fresh_db(admin_url: str, name: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    with connect.connect(admin_url) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    params = conninfo_to_dict(admin_url)
+    params["dbname"] = name
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+def test_migrating_a_fresh_database_equals_the_schema_file(pg_admin_url: str) -> None:
+    migrated = _fresh_db(pg_admin_url, "mig_migrated")
+    from_schema = _fresh_db(pg_admin_url, "mig_schema")
+    with connect.connect(migrated) as conn:
+        applied = migrate.migrate(conn)
+    with connect.connect(from_schema) as conn:
+        conn.execute(SCHEMA)  # type: ignore[arg-type]
+    assert [m.version for m in applied] == [m.version for m in migrate.available()]
+    assert _schema_dump(migrated) == _schema_dump(from_schema)
+    assert "CREATE TABLE public.ferryman_jobs" in _schema_dump(migrated)
+
+
+def test_migrate_twice_applies_nothing_the_second_time(db_url: str) -> None:
+    with connect.connect(db_url) as conn:
+        assert migrate.migrate(conn) == []
+        assert all(state.applied_at is not None for state in migrate.status(conn))
+        migrate.check_current(conn)
+
+
+def test_concurrent_migrations_apply_each_file_once(pg_admin_url: str) -> None:
+    url = _fresh_db(pg_admin_url, "mig_concurrent")
+    results: list[int] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with connect.connect(url) as conn:
+                results.append(len(migrate.migrate(conn)))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(results) == [0, 0, 0, len(migrate.available())]
+
+
+def test_a_pending_migration_is_reported(pg_admin_url: str) -> None:
+    url = _fresh_db(pg_admin_url, "mig_pending")
+    with connect.connect(url) as conn:
+        states = migrate.status(conn)
+        assert states and all(state.applied_at is None for state in states)
+        try:
+            migrate.check_current(conn)
+        except migrate.MigrationError as exc:
+            assert "ferryman db migrate" in str(exc)
+        else:
+            raise AssertionError("check_current accepted an unmigrated database")

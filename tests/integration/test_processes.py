@@ -1,0 +1,83 @@
+"""Several real worker processes on one database: exactly once, crashes, graceful stop."""
+
+from __future__ import annotations
+
+import time
+
+import ferryman_testjobs as tj
+import pytest
+from workers import scalar, subprocesses, wait_for
+
+from ferryman_worker.db import connect
+from ferryman_worker.queue import enqueue, enqueue_many
+
+
+def _setup(db_url: str) -> None:
+    with connect.connect(db_url) as conn:
+        tj.create_tables(conn)
+
+
+@pytest.mark.slow
+def test_ten_thousand_jobs_run_exactly_once_across_three_processes(db_url: str) -> None:
+    _setup(db_url)
+    with connect.connect(db_url) as conn:
+        enqueue_many([tj.record.call(n=i) for i in range(10_000)], conn=conn)
+    with subprocesses(db_url, 3, lanes="default:4") as procs:
+        wait_for(lambda: scalar(db_url, "SELECT count(*) FROM test_runs") >= 10_000, 240,
+                 "10,000 runs")
+        time.sleep(0.5)  # a duplicate, if any, would land now
+        pids = {p.pid for p in procs}
+    assert scalar(db_url, "SELECT count(*) FROM test_runs") == 10_000
+    assert scalar(db_url, "SELECT count(DISTINCT job_id) FROM test_runs") == 10_000
+    assert scalar(db_url, "SELECT count(*) FROM ferryman_jobs WHERE status = 'succeeded'") == 10_000
+    with connect.connect(db_url) as conn:
+        used = {r["pid"] for r in conn.execute("SELECT DISTINCT pid FROM test_runs")}
+    assert used == pids  # every process took part
+
+
+def test_a_killed_workers_job_runs_again_elsewhere_without_waiting(db_url: str) -> None:
+    _setup(db_url)
+    with subprocesses(db_url, 1, lanes="default:1") as (victim,):
+        with connect.connect(db_url) as conn:
+            job_id = enqueue(tj.sleep, 30.0, conn=conn)
+        wait_for(lambda: scalar(db_url, "SELECT count(*) FROM test_started") == 1, 10,
+                 "the job to start")
+        with subprocesses(db_url, 1, lanes="default:1") as (rescuer,):
+            victim.kill()
+            killed = time.monotonic()
+            wait_for(lambda: scalar(db_url, "SELECT count(*) FROM test_started") == 2, 15,
+                     "the job to start again", interval=0.01)
+            restarted = time.monotonic() - killed
+            started_by = scalar(db_url, "SELECT pid FROM test_started ORDER BY at DESC LIMIT 1")
+    assert started_by == rescuer.pid
+    # well under the poll interval (15 s): the lock went with the connection
+    assert restarted < 5.0, restarted
+    assert scalar(db_url, "SELECT status FROM ferryman_jobs WHERE id = %s", (job_id,)) == "ready"
+
+
+def test_sigterm_lets_running_jobs_finish_and_claims_nothing_new(db_url: str) -> None:
+    _setup(db_url)
+    with subprocesses(db_url, 1, lanes="default:2") as (worker,):
+        with connect.connect(db_url) as conn:
+            enqueue_many([tj.sleep.call(1.5, n=i) for i in range(4)], conn=conn)
+        wait_for(lambda: scalar(db_url, "SELECT count(*) FROM test_started") == 2, 10, "two jobs")
+        assert worker.terminate() == 0
+    assert scalar(db_url, "SELECT count(*) FROM test_runs") == 2
+    assert scalar(db_url, "SELECT count(*) FROM ferryman_jobs WHERE status = 'ready'") == 2
+    assert scalar(db_url, "SELECT count(*) FROM ferryman_workers") == 0
+
+
+def test_sigterm_past_the_grace_period_releases_the_running_job(db_url: str) -> None:
+    _setup(db_url)
+    with subprocesses(db_url, 1, lanes="default:1",
+                      extra_env={"FERRYMAN_SHUTDOWN_GRACE": "0.5"}) as (worker,):
+        with connect.connect(db_url) as conn:
+            job_id = enqueue(tj.sleep, 60.0, conn=conn)
+        wait_for(lambda: scalar(db_url, "SELECT count(*) FROM test_started") == 1, 10, "the job")
+        started = time.monotonic()
+        worker.terminate(timeout=20)
+        assert time.monotonic() - started < 10
+    locks = scalar(db_url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                   " AND objid = %s", (job_id,))
+    assert locks == 0
+    assert scalar(db_url, "SELECT status FROM ferryman_jobs WHERE id = %s", (job_id,)) == "ready"

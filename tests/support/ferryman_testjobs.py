@@ -1,0 +1,91 @@
+"""Job functions the queue tests run, in-process or in worker subprocesses
+(``ferryman worker --import ferryman_testjobs`` with this folder on PYTHONPATH).
+
+Each records its run in ``test_runs`` in the same transaction as its completion, so a count of
+rows per job id is a count of committed runs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ferryman_worker.db.connect import Connection
+from ferryman_worker.queue import JobContext, enqueue, job
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS test_runs (
+    job_id bigint NOT NULL, n integer, pid integer NOT NULL, thread text,
+    started_at timestamptz NOT NULL, finished_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE IF NOT EXISTS test_started (job_id bigint NOT NULL, pid integer NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE TABLE IF NOT EXISTS test_callbacks (kind text NOT NULL, batch jsonb NOT NULL,
+    tag text, at timestamptz NOT NULL DEFAULT clock_timestamp());
+"""
+
+
+def create_tables(conn: Connection) -> None:
+    conn.execute(TABLES)
+
+
+def _record(ctx: JobContext, n: int | None, started: float) -> None:
+    import threading
+
+    with ctx.completing() as conn:
+        conn.execute(
+            "INSERT INTO test_runs (job_id, n, pid, thread, started_at)"
+            " VALUES (%s, %s, %s, %s, to_timestamp(%s))",
+            (ctx.job.id, n, os.getpid(), threading.current_thread().name, started),
+        )
+
+
+@job("test.record", queue="default", pass_context=True)
+def record(ctx: JobContext, n: int | None = None) -> None:
+    _record(ctx, n, time.time())
+
+
+@job("test.sleep", queue="default", pass_context=True)
+def sleep(ctx: JobContext, seconds: float, n: int | None = None) -> None:
+    started = time.time()
+    ctx.conn.execute("INSERT INTO test_started (job_id, pid) VALUES (%s, %s)",
+                     (ctx.job.id, os.getpid()))
+    time.sleep(seconds)
+    _record(ctx, n, started)
+
+
+@job("test.flaky", queue="default", max_attempts=3, pass_context=True)
+def flaky(ctx: JobContext, fail_times: int) -> None:
+    if ctx.job.attempts < fail_times:
+        raise RuntimeError(f"planned failure {ctx.job.attempts + 1} of {fail_times}")
+    _record(ctx, ctx.job.attempts, time.time())
+
+
+@job("test.spawn", queue="default", pass_context=True)
+def spawn(ctx: JobContext, children: int) -> None:
+    """Enqueue children on the job's own connection: they join the job's batch, if any."""
+    with ctx.completing() as conn:
+        for i in range(children):
+            enqueue(record, n=1000 + i, conn=conn)
+
+
+@job("test.callback", queue="default")
+def callback(kind: str, batch: dict[str, Any], tag: str | None = None) -> None:
+    from psycopg.types.json import Jsonb
+
+    from ferryman_worker.queue.producer import borrowed
+
+    with borrowed(None) as conn:
+        conn.execute("INSERT INTO test_callbacks (kind, batch, tag) VALUES (%s, %s, %s)",
+                     (kind, Jsonb(batch), tag))
+
+
+@job("test.pressured", queue="default", pressure=True, pass_context=True)
+def pressured(ctx: JobContext) -> None:
+    _record(ctx, None, time.time())
+
+
+@job("test.noop", queue="default")
+def noop() -> None:
+    """Nothing: measures the queue's own cost."""
