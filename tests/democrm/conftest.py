@@ -8,7 +8,7 @@ from tests.democrm.server_fixture import DemoCRM
 
 StartDemoCRM = Callable[..., DemoCRM]
 
-SMALL = {"organizations": 120, "people": 60, "deals": 25, "messages_per_deal": 3}
+SMALL: dict[str, Any] = {"organizations": 120, "people": 60, "deals": 25, "messages_per_deal": 3}
 """A dataset small enough to read whole in a test."""
 
 
@@ -31,3 +31,12 @@ def start_democrm() -> Iterator[StartDemoCRM]:
 def democrm(start_democrm: StartDemoCRM) -> DemoCRM:
     """A server with the small dataset, seed 1, 5 % malformed records, no budget, no faults."""
     return start_democrm(seed=1, malformed_rate=0.05, **SMALL)
+
+
+@pytest.fixture(scope="session")
+def shared_democrm() -> Iterator[DemoCRM]:
+    """One small-dataset server for the whole session, for tests that only read.
+
+    Never reconfigure it or rely on its ``/_stats``; use ``democrm`` for that."""
+    with DemoCRM.start(seed=1, malformed_rate=0.05, **SMALL) as crm:
+        yield crm

@@ -9,7 +9,7 @@ from tests.democrm.conftest import StartDemoCRM
 def test_a_spent_budget_answers_429_with_retry_after_and_refills(
     start_democrm: StartDemoCRM,
 ) -> None:
-    crm = start_democrm(organizations=10, budget_capacity=40, budget_refill_per_s=10)
+    crm = start_democrm(organizations=10, budget_capacity=40, budget_refill_per_s=20)
     with crm.client() as http:
         assert [http.get("/v1/organizations").status_code for _ in range(2)] == [200, 200]
         refused = http.get("/v1/organizations")

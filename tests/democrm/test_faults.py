@@ -25,13 +25,13 @@ def test_some_errors_then_a_retry_succeeds(start_democrm: StartDemoCRM) -> None:
 
 
 def test_a_stall_outlasts_a_short_client_timeout(start_democrm: StartDemoCRM) -> None:
-    crm = start_democrm(organizations=5, stall_rate=1.0, stall_seconds=1.5)
+    crm = start_democrm(organizations=5, stall_rate=1.0, stall_seconds=1.0)
     with crm.client(timeout=0.3) as http, pytest.raises(httpx.ReadTimeout):
         http.get("/v1/organizations")
     with crm.client(timeout=5) as http:
         began = time.monotonic()
         assert http.get("/v1/organizations").status_code == 200
-        assert time.monotonic() - began >= 1.4
+        assert time.monotonic() - began >= 0.95
 
 
 def test_config_changes_behaviour_at_runtime(democrm: DemoCRM) -> None:
@@ -61,12 +61,12 @@ def test_config_changes_behaviour_at_runtime(democrm: DemoCRM) -> None:
     ],
 )
 def test_bad_config_is_a_400_and_changes_nothing(
-    democrm: DemoCRM, settings: dict[str, object]
+    shared_democrm: DemoCRM, settings: dict[str, object]
 ) -> None:
-    response = httpx.post(f"{democrm.url}/_config", json=settings)
+    response = httpx.post(f"{shared_democrm.url}/_config", json=settings)
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "bad_config"
-    assert httpx.get(f"{democrm.url}/_config").json()["runtime"]["error_rate"] == 0
+    assert httpx.get(f"{shared_democrm.url}/_config").json()["runtime"]["error_rate"] == 0
 
 
 def test_stats_count_per_endpoint_and_status_and_reset(democrm: DemoCRM) -> None:

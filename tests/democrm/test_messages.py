@@ -5,10 +5,10 @@ from tests.democrm.conftest import StartDemoCRM
 from tests.democrm.server_fixture import DemoCRM
 
 
-def test_listings_of_every_deal_give_the_truths_message_ids(democrm: DemoCRM) -> None:
-    truth = democrm.truth()
+def test_listings_of_every_deal_give_the_truths_message_ids(shared_democrm: DemoCRM) -> None:
+    truth = shared_democrm.truth()
     seen: list[int] = []
-    with democrm.client() as http:
+    with shared_democrm.client() as http:
         for deal_id in truth["deals"]["ids"]:
             body = http.get(f"/v1/deals/{deal_id}/messages", params={"limit": 500}).json()
             assert all(m["deal_id"] == deal_id for m in body["data"])
@@ -19,19 +19,19 @@ def test_listings_of_every_deal_give_the_truths_message_ids(democrm: DemoCRM) ->
     assert set(counts) == {1}
 
 
-def test_message_counts_vary_between_zero_and_twice_the_mean(democrm: DemoCRM) -> None:
-    with democrm.client() as http:
+def test_message_counts_vary_between_zero_and_twice_the_mean(shared_democrm: DemoCRM) -> None:
+    with shared_democrm.client() as http:
         counts = [
             len(http.get(f"/v1/deals/{deal}/messages").json()["data"])
-            for deal in range(1, democrm.options["deals"] + 1)
+            for deal in range(1, shared_democrm.options["deals"] + 1)
         ]
     assert min(counts) == 0 and max(counts) <= 6 and len(set(counts)) > 2
 
 
-def test_a_message_listing_pages_like_the_others(democrm: DemoCRM) -> None:
-    truth = democrm.truth()
+def test_a_message_listing_pages_like_the_others(shared_democrm: DemoCRM) -> None:
+    truth = shared_democrm.truth()
     deal = next(m // 7 + 1 for m in truth["messages"]["ids"] if m % 7 == 4)  # has >= 4 messages
-    with democrm.client() as http:
+    with shared_democrm.client() as http:
         first = http.get(f"/v1/deals/{deal}/messages", params={"limit": 2}).json()
         second = http.get(f"/v1/deals/{deal}/messages", params={"start": 2, "limit": 2}).json()
     assert first["pagination"] == {"start": 0, "limit": 2, "more": True, "next_start": 2}
@@ -39,9 +39,9 @@ def test_a_message_listing_pages_like_the_others(democrm: DemoCRM) -> None:
     assert first["data"][1]["id"] + 1 == second["data"][0]["id"]
 
 
-def test_bodies_are_fetched_one_by_one(democrm: DemoCRM) -> None:
-    message_ids = democrm.truth()["messages"]["ids"][:5]
-    with democrm.client() as http:
+def test_bodies_are_fetched_one_by_one(shared_democrm: DemoCRM) -> None:
+    message_ids = shared_democrm.truth()["messages"]["ids"][:5]
+    with shared_democrm.client() as http:
         bodies = [http.get(f"/v1/messages/{i}").json() for i in message_ids]
         again = http.get(f"/v1/messages/{message_ids[0]}").json()
     assert [b["id"] for b in bodies] == message_ids
@@ -52,17 +52,17 @@ def test_bodies_are_fetched_one_by_one(democrm: DemoCRM) -> None:
 @pytest.mark.parametrize(
     "path", ["/v1/deals/999/messages", "/v1/deals/0/messages", "/v1/deals/x/messages"]
 )
-def test_an_unknown_deal_is_a_404(democrm: DemoCRM, path: str) -> None:
-    with democrm.client() as http:
+def test_an_unknown_deal_is_a_404(shared_democrm: DemoCRM, path: str) -> None:
+    with shared_democrm.client() as http:
         response = http.get(path)
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"
 
 
-def test_an_unknown_message_is_a_404(democrm: DemoCRM) -> None:
-    ids = set(democrm.truth()["messages"]["ids"])
+def test_an_unknown_message_is_a_404(shared_democrm: DemoCRM) -> None:
+    ids = set(shared_democrm.truth()["messages"]["ids"])
     missing = next(i for i in range(1, 1000) if i not in ids)
-    with democrm.client() as http:
+    with shared_democrm.client() as http:
         assert http.get(f"/v1/messages/{missing}").status_code == 404
         assert http.get("/v1/messages/100000000").status_code == 404
 

@@ -38,31 +38,31 @@ def test_pages_of_500_cover_every_id_exactly_once(start_democrm: StartDemoCRM, s
     assert truth["organizations"]["count"] == size
 
 
-def test_start_beyond_the_end_is_an_empty_last_page(democrm: DemoCRM) -> None:
-    with democrm.client() as http:
+def test_start_beyond_the_end_is_an_empty_last_page(shared_democrm: DemoCRM) -> None:
+    with shared_democrm.client() as http:
         body = http.get("/v1/people", params={"start": 10_000, "limit": 5}).json()
     expected = {"start": 10_000, "limit": 5, "more": False, "next_start": None}
     assert body == {"data": [], "pagination": expected}
 
 
-def test_limit_defaults_to_100(democrm: DemoCRM) -> None:
-    with democrm.client() as http:
+def test_limit_defaults_to_100(shared_democrm: DemoCRM) -> None:
+    with shared_democrm.client() as http:
         body = http.get("/v1/organizations").json()
     assert len(body["data"]) == 100
     assert body["pagination"] == {"start": 0, "limit": 100, "more": True, "next_start": 100}
 
 
 @pytest.mark.parametrize("limit", ["0", "501", "-1", "ten", "1.5", "", "+5"])
-def test_a_bad_limit_is_a_400_with_a_json_error(democrm: DemoCRM, limit: str) -> None:
-    with democrm.client() as http:
+def test_a_bad_limit_is_a_400_with_a_json_error(shared_democrm: DemoCRM, limit: str) -> None:
+    with shared_democrm.client() as http:
         response = http.get(f"/v1/organizations?limit={limit}")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "bad_request"
     assert "limit" in response.json()["error"]["message"]
 
 
-def test_a_bad_start_is_a_400(democrm: DemoCRM) -> None:
-    with democrm.client() as http:
+def test_a_bad_start_is_a_400(shared_democrm: DemoCRM) -> None:
+    with shared_democrm.client() as http:
         response = http.get("/v1/deals", params={"start": "-3"})
     assert response.status_code == 400
     assert "start" in response.json()["error"]["message"]

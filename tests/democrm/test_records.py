@@ -1,6 +1,7 @@
 """Record shapes, references between kinds, and determinism from the seed."""
 
 import re
+from typing import Any
 
 from tests.democrm.conftest import SMALL, StartDemoCRM
 from tests.democrm.server_fixture import DemoCRM
@@ -8,7 +9,7 @@ from tests.democrm.server_fixture import DemoCRM
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
-def everything(crm: DemoCRM) -> dict[str, list[dict[str, object]]]:
+def everything(crm: DemoCRM) -> dict[str, list[dict[str, Any]]]:
     with crm.client() as http:
         return {
             kind: http.get(f"/v1/{kind}", params={"limit": 500}).json()["data"]
@@ -27,15 +28,18 @@ def test_records_have_the_documented_fields(start_democrm: StartDemoCRM) -> None
         "status",
     }
     assert isinstance(deal["value"], float) and isinstance(deal["person_ids"], list)
+    assert all(isinstance(i, int) for i in deal["person_ids"])
 
 
-def test_people_and_deals_refer_to_existing_records(democrm: DemoCRM) -> None:
-    data = everything(democrm)
-    malformed = democrm.truth()["people"]["malformed"]
+def test_people_and_deals_refer_to_existing_records(shared_democrm: DemoCRM) -> None:
+    data = everything(shared_democrm)
+    malformed = shared_democrm.truth()["people"]["malformed"]
     organizations = {r["id"] for r in data["organizations"]}
     people = {r["id"]: r for r in data["people"]}
     assert malformed and all(isinstance(p["id"], int) for p in people.values())
-    assert all(p["org_id"] in organizations for p in people.values() if str(p["id"]) not in malformed)
+    assert all(
+        p["org_id"] in organizations for p in people.values() if str(p["id"]) not in malformed
+    )
     for deal in data["deals"]:
         assert deal["org_id"] in organizations
         assert deal["person_ids"] and set(deal["person_ids"]) <= set(people)

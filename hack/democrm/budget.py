@@ -1,0 +1,65 @@
+"""Token buckets, one per API key: a call is paid in full or refused, never partly charged.
+
+A bucket starts full at ``capacity`` and gains ``refill_per_s`` tokens per second up to it. A call
+that cannot be paid takes nothing and learns how long to wait; the API turns that into HTTP 429
+with ``Retry-After``. Capacity 0 disables the budget. Reconfiguring refills every bucket.
+"""
+
+import math
+import threading
+import time
+from collections.abc import Callable
+
+MAX_RETRY_AFTER = 3600
+"""Retry-After, in seconds, when the bucket never refills (refill rate 0)."""
+
+
+class Budgets:
+    def __init__(
+        self,
+        capacity: float,
+        refill_per_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, as of clock)
+        self.capacity = capacity
+        self.refill_per_s = refill_per_s
+
+    def configure(self, capacity: float, refill_per_s: float) -> None:
+        """New limits; every key starts again with a full bucket."""
+        with self._lock:
+            self.capacity, self.refill_per_s = capacity, refill_per_s
+            self._buckets.clear()
+
+    def charge(self, key: str, cost: float) -> float | None:
+        """Take ``cost`` tokens from ``key``'s bucket: None when paid, else seconds to wait."""
+        if self.capacity <= 0 or cost <= 0:
+            return None
+        with self._lock:
+            now = self._clock()
+            tokens = self._tokens(key, now)
+            if tokens >= cost:
+                self._buckets[key] = (tokens - cost, now)
+                return None
+            self._buckets[key] = (tokens, now)
+            return (cost - tokens) / self.refill_per_s if self.refill_per_s > 0 else math.inf
+
+    def remaining(self) -> dict[str, float]:
+        """Tokens in each known key's bucket, now."""
+        with self._lock:
+            now = self._clock()
+            return {key: round(self._tokens(key, now), 3) for key in self._buckets}
+
+    def _tokens(self, key: str, now: float) -> float:
+        """The bucket's tokens at ``now``: full if unknown, else refilled since last use."""
+        tokens, stamp = self._buckets.get(key, (self.capacity, now))
+        return min(self.capacity, tokens + max(0.0, now - stamp) * self.refill_per_s)
+
+
+def retry_after(wait: float) -> int:
+    """Whole seconds for the Retry-After header: at least 1, rounded up, capped."""
+    if not math.isfinite(wait):
+        return MAX_RETRY_AFTER
+    return max(1, min(MAX_RETRY_AFTER, math.ceil(wait)))

@@ -1,0 +1,89 @@
+"""Endpoints outside ``/v1``: health, ground truth, runtime configuration and counters.
+
+They need no API key, cost no tokens and are never faulted or delayed: tests use them to look at
+and steer the server. The server binds to loopback only, which is their only protection.
+"""
+
+import dataclasses
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+from democrm import truth
+from democrm.settings import SettingsError
+from democrm.state import State
+from democrm.wire import ApiError, Request, Response, json_response
+
+MAX_CONFIG_BYTES = 65_536
+
+
+def healthz(state: State, request: Request) -> Response:
+    return json_response({"status": "ok"})
+
+
+def get_truth(state: State, request: Request) -> Response:
+    """``?ids=0`` leaves out the id lists (counts and malformed records only)."""
+    flag = parse_qs(request.query).get("ids", ["1"])[-1].lower()
+    return json_response(truth.ground_truth(state.source, with_ids=flag not in ("0", "false")))
+
+
+def get_config(state: State, request: Request) -> Response:
+    return json_response(config_view(state))
+
+
+def post_config(state: State, request: Request) -> Response:
+    changes = json_object(request.body)
+    try:
+        state.reconfigure(changes)
+    except SettingsError as exc:
+        raise ApiError(400, "bad_config", str(exc)) from exc
+    return json_response(config_view(state))
+
+
+def get_stats(state: State, request: Request) -> Response:
+    return json_response({**state.stats.snapshot(), "budgets": state.budgets.remaining()})
+
+
+def delete_stats(state: State, request: Request) -> Response:
+    state.stats.reset()
+    return get_stats(state, request)
+
+
+def config_view(state: State) -> dict[str, Any]:
+    return {
+        "runtime": dataclasses.asdict(state.runtime),
+        "dataset": dataclasses.asdict(state.source.dataset),
+        "api_keys": len(state.api_keys),
+    }
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    if len(body) > MAX_CONFIG_BYTES:
+        raise ApiError(413, "too_large", "configuration body is too large")
+    try:
+        value = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise ApiError(400, "bad_json", f"body is not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ApiError(400, "bad_config", "body must be a JSON object of settings")
+    return value
+
+
+ROUTES: dict[tuple[str, str], Callable[[State, Request], Response]] = {
+    ("GET", "/healthz"): healthz,
+    ("GET", "/_truth"): get_truth,
+    ("GET", "/_config"): get_config,
+    ("POST", "/_config"): post_config,
+    ("GET", "/_stats"): get_stats,
+    ("DELETE", "/_stats"): delete_stats,
+}
+
+
+def handle(state: State, request: Request) -> Response:
+    endpoint = ROUTES.get((request.method, request.path.rstrip("/") or "/"))
+    if endpoint is not None:
+        return endpoint(state, request)
+    if any(path == request.path.rstrip("/") for _, path in ROUTES):
+        raise ApiError(405, "method_not_allowed", f"{request.method} is not allowed here")
+    raise ApiError(404, "not_found", "no such endpoint")

@@ -1,0 +1,38 @@
+"""The mutable state of one server: runtime settings, budgets, fault generator and counters.
+
+The dataset (and so the ``Source``) is fixed for the process; ``reconfigure`` swaps the frozen
+``Runtime`` in one assignment, so each request sees either the old settings or the new.
+"""
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from democrm import budget, data, faults, stats
+from democrm.settings import Runtime
+
+BUDGET_SETTINGS = frozenset({"budget_capacity", "budget_refill_per_s"})
+
+
+class State:
+    def __init__(
+        self, source: data.Source, runtime: Runtime, api_keys: frozenset[str] = frozenset()
+    ) -> None:
+        self.source = source
+        self.runtime = runtime
+        self.api_keys = api_keys
+        """Accepted bearer tokens; empty means any non-empty token (each with its own budget)."""
+        self.budgets = budget.Budgets(runtime.budget_capacity, runtime.budget_refill_per_s)
+        self.faults = faults.Faults(source.dataset.seed)
+        self.stats = stats.Stats()
+        self._lock = threading.Lock()
+
+    def reconfigure(self, changes: Mapping[str, Any]) -> Runtime:
+        """Apply runtime changes (SettingsError if invalid). Naming a budget setting, even with its
+        current value, refills every key's bucket."""
+        with self._lock:
+            runtime = self.runtime.updated(changes)
+            if BUDGET_SETTINGS & set(changes):
+                self.budgets.configure(runtime.budget_capacity, runtime.budget_refill_per_s)
+            self.runtime = runtime
+            return runtime

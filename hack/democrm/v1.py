@@ -1,0 +1,153 @@
+"""The CRM API proper, ``/v1/...``: authentication, pagination, pricing, faults and latency.
+
+A request is checked in this order, and the first failure answers it: route (404), method (405),
+bearer token (401), parameters and existence (400, 404), budget (429, nothing charged), then the
+injected stall and error (the call is already paid), then the latency sleep, then the data.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from democrm import budget
+from democrm.state import State
+from democrm.wire import ApiError, Request, Response, json_response
+
+MAX_LIMIT = 500
+DEFAULT_LIMIT = 100
+DEFAULT_START = 0
+MAX_START = 10**12
+
+
+@dataclass(frozen=True)
+class Call:
+    """A validated request, ready to be paid for and answered."""
+
+    listing: bool
+    """Priced and delayed as a listing; otherwise as a message body."""
+    produce: Callable[[], Any]
+
+
+Prepare = Callable[[State, str, str], Call]
+
+
+def handle(state: State, request: Request) -> tuple[str, Response]:
+    """The response and the endpoint label it is counted under in ``/_stats``."""
+    route = resolve(request.path)
+    if route is None:
+        return f"{request.method} (unknown)", not_found("no such endpoint").response()
+    endpoint, prepare, argument = route
+    try:
+        if request.method != "GET":
+            raise ApiError(405, "method_not_allowed", f"{endpoint} only supports GET")
+        key = authenticate(state, request.authorization)
+        call = prepare(state, argument, request.query)
+        return f"GET {endpoint}", perform(state, key, call)
+    except ApiError as exc:
+        return f"{request.method} {endpoint}", exc.response()
+
+
+def resolve(path: str) -> tuple[str, Prepare, str] | None:
+    parts = path.rstrip("/").split("/")[1:]
+    if parts[:1] != ["v1"]:
+        return None
+    if len(parts) == 2 and parts[1] in ("organizations", "people", "deals"):
+        return f"/v1/{parts[1]}", prepare_listing, parts[1]
+    if len(parts) == 4 and parts[1] == "deals" and parts[3] == "messages":
+        return "/v1/deals/{id}/messages", prepare_messages, parts[2]
+    if len(parts) == 3 and parts[1] == "messages":
+        return "/v1/messages/{id}", prepare_body, parts[2]
+    return None
+
+
+def authenticate(state: State, authorization: str | None) -> str:
+    """The API key of a ``Bearer`` authorization header, or 401."""
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() == "bearer" and token and (not state.api_keys or token in state.api_keys):
+        return token
+    raise ApiError(
+        401,
+        "unauthorized",
+        "send a valid API key as 'Authorization: Bearer <key>'",
+        (("WWW-Authenticate", 'Bearer realm="democrm"'),),
+    )
+
+
+def perform(state: State, key: str, call: Call) -> Response:
+    runtime = state.runtime
+    wait = state.budgets.charge(key, runtime.listing_cost if call.listing else runtime.body_cost)
+    if wait is not None:
+        seconds = budget.retry_after(wait)
+        message = f"token budget spent for this API key; retry after {seconds} s"
+        raise ApiError(429, "rate_limited", message, (("Retry-After", str(seconds)),))
+    fault = state.faults.draw(runtime.error_rate, runtime.stall_rate)
+    if fault.stall:
+        time.sleep(runtime.stall_seconds)
+    if fault.status is not None:
+        raise ApiError(fault.status, "injected_fault", "injected server error; retry the call")
+    delay_ms = runtime.latency_ms if call.listing else runtime.body_latency_ms
+    if delay_ms > 0:
+        time.sleep(delay_ms / 1000)
+    return json_response(call.produce())
+
+
+def prepare_listing(state: State, kind: str, query: str) -> Call:
+    start, limit = page_params(query)
+    total = state.source.count(kind)
+    return Call(True, lambda: page(state.source.listing(kind, start, limit), start, limit, total))
+
+
+def prepare_messages(state: State, deal: str, query: str) -> Call:
+    deal_id = parse_id(deal)
+    if deal_id is None or not 1 <= deal_id <= state.source.dataset.deals:
+        raise not_found(f"no deal with id {deal!r}")
+    start, limit = page_params(query)
+    total = state.source.message_count(deal_id - 1)
+    records = state.source.messages
+    return Call(True, lambda: page(records(deal_id - 1, start, limit), start, limit, total))
+
+
+def prepare_body(state: State, message: str, query: str) -> Call:
+    message_id = parse_id(message)
+    if message_id is None or not state.source.message_exists(message_id):
+        raise not_found(f"no message with id {message!r}")
+    return Call(False, lambda: state.source.body(message_id))
+
+
+def page(records: list[dict[str, Any]], start: int, limit: int, total: int) -> dict[str, Any]:
+    end = start + len(records)
+    more = end < total
+    pagination = {"start": start, "limit": limit, "more": more, "next_start": end if more else None}
+    return {"data": records, "pagination": pagination}
+
+
+def page_params(query: str) -> tuple[int, int]:
+    """``start`` (default 0) and ``limit`` (default 100, at most 500) from the query, or 400."""
+    params = parse_qs(query, keep_blank_values=True)
+    start = int_param(params, "start", DEFAULT_START, 0, MAX_START)
+    limit = int_param(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    return start, limit
+
+
+def int_param(params: dict[str, list[str]], name: str, default: int, low: int, high: int) -> int:
+    if name not in params:
+        return default
+    value = parse_id(params[name][-1])
+    if value is None or not low <= value <= high:
+        message = f"{name} must be an integer between {low} and {high}, got {params[name][-1]!r}"
+        raise ApiError(400, "bad_request", message)
+    return value
+
+
+def parse_id(text: str) -> int | None:
+    """A plain non-negative decimal integer, or None (not '+1', '1e3' or non-ASCII digits)."""
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        return None
+    return int(text)
+
+
+def not_found(message: str) -> ApiError:
+    return ApiError(404, "not_found", message)
