@@ -53,8 +53,11 @@ def db_url(pg_admin_url: str, template_url: str) -> Iterator[str]:
     """A fresh, migrated database for one test."""
     name = f"ferryman_test_{os.getpid()}_{next(_counter)}"
     with connect.connect(pg_admin_url) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-            sql.Identifier(name), sql.Identifier(TEMPLATE)))
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(TEMPLATE)
+            )
+        )
     try:
         yield _with_db(pg_admin_url, name)
     finally:

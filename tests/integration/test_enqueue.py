@@ -13,8 +13,9 @@ from ferryman_worker.queue import configure, enqueue, enqueue_many
 
 
 def _jobs(conn: connect.Connection) -> list[dict[str, object]]:
-    return conn.execute("SELECT id, queue, name, args, kwargs, priority FROM ferryman_jobs"
-                        " ORDER BY id").fetchall()
+    return conn.execute(
+        "SELECT id, queue, name, args, kwargs, priority FROM ferryman_jobs ORDER BY id"
+    ).fetchall()
 
 
 def test_a_rolled_back_transaction_enqueues_nothing(conn: connect.Connection) -> None:
@@ -46,8 +47,12 @@ def test_a_job_not_yet_due_notifies_its_due_time(db_url: str) -> None:
     assert abs(float(epoch) - due.timestamp()) < 0.01
 
 
-def test_bulk_enqueue_returns_ids_in_order_with_arguments_and_options(conn: connect.Connection) -> None:
-    calls = [tj.record.call(n=i).with_options(priority=i % 3, queue=f"q{i % 2}") for i in range(500)]
+def test_bulk_enqueue_returns_ids_in_order_with_arguments_and_options(
+    conn: connect.Connection,
+) -> None:
+    calls = [
+        tj.record.call(n=i).with_options(priority=i % 3, queue=f"q{i % 2}") for i in range(500)
+    ]
     ids = enqueue_many(calls, conn=conn)
     rows = _jobs(conn)
     assert ids == [row["id"] for row in rows] and len(ids) == 500

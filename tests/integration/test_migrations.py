@@ -20,12 +20,29 @@ def _pg_dump() -> str:
 
 
 def _schema_dump(url: str) -> str:
-    out = subprocess.run([_pg_dump(), "--schema-only", "--no-owner", "--exclude-table",
-                          "ferryman_schema_migrations", "-d", url],
-                         check=True, capture_output=True, text=True).stdout
-    lines = [line for line in out.splitlines()
-             if line and not line.startswith("--") and not line.startswith("SET ")
-             and "pg_catalog.set_config" not in line and not line.startswith("\\")]
+    out = subprocess.run(
+        [
+            _pg_dump(),
+            "--schema-only",
+            "--no-owner",
+            "--exclude-table",
+            "ferryman_schema_migrations",
+            "-d",
+            url,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    lines = [
+        line
+        for line in out.splitlines()
+        if line
+        and not line.startswith("--")
+        and not line.startswith("SET ")
+        and "pg_catalog.set_config" not in line
+        and not line.startswith("\\")
+    ]
     return "\n".join(lines)
 
 
@@ -33,7 +50,9 @@ def _fresh_db(admin_url: str, name: str) -> str:
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     with connect.connect(admin_url) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     params = conninfo_to_dict(admin_url)
     params["dbname"] = name

@@ -23,8 +23,9 @@ def test_ten_thousand_jobs_run_exactly_once_across_three_processes(db_url: str) 
     with connect.connect(db_url) as conn:
         enqueue_many([tj.record.call(n=i) for i in range(10_000)], conn=conn)
     with subprocesses(db_url, 3, lanes="default:4") as procs:
-        wait_for(lambda: scalar(db_url, "SELECT count(*) FROM test_runs") >= 10_000, 240,
-                 "10,000 runs")
+        wait_for(
+            lambda: scalar(db_url, "SELECT count(*) FROM test_runs") >= 10_000, 240, "10,000 runs"
+        )
         time.sleep(0.5)  # a duplicate, if any, would land now
         pids = {p.pid for p in procs}
     assert scalar(db_url, "SELECT count(*) FROM test_runs") == 10_000
@@ -40,13 +41,18 @@ def test_a_killed_workers_job_runs_again_elsewhere_without_waiting(db_url: str) 
     with subprocesses(db_url, 1, lanes="default:1") as (victim,):
         with connect.connect(db_url) as conn:
             job_id = enqueue(tj.sleep, 30.0, conn=conn)
-        wait_for(lambda: scalar(db_url, "SELECT count(*) FROM test_started") == 1, 10,
-                 "the job to start")
+        wait_for(
+            lambda: scalar(db_url, "SELECT count(*) FROM test_started") == 1, 10, "the job to start"
+        )
         with subprocesses(db_url, 1, lanes="default:1") as (rescuer,):
             victim.kill()
             killed = time.monotonic()
-            wait_for(lambda: scalar(db_url, "SELECT count(*) FROM test_started") == 2, 15,
-                     "the job to start again", interval=0.01)
+            wait_for(
+                lambda: scalar(db_url, "SELECT count(*) FROM test_started") == 2,
+                15,
+                "the job to start again",
+                interval=0.01,
+            )
             restarted = time.monotonic() - killed
             started_by = scalar(db_url, "SELECT pid FROM test_started ORDER BY at DESC LIMIT 1")
     assert started_by == rescuer.pid
@@ -69,15 +75,19 @@ def test_sigterm_lets_running_jobs_finish_and_claims_nothing_new(db_url: str) ->
 
 def test_sigterm_past_the_grace_period_releases_the_running_job(db_url: str) -> None:
     _setup(db_url)
-    with subprocesses(db_url, 1, lanes="default:1",
-                      extra_env={"FERRYMAN_SHUTDOWN_GRACE": "0.5"}) as (worker,):
+    with subprocesses(
+        db_url, 1, lanes="default:1", extra_env={"FERRYMAN_SHUTDOWN_GRACE": "0.5"}
+    ) as (worker,):
         with connect.connect(db_url) as conn:
             job_id = enqueue(tj.sleep, 60.0, conn=conn)
         wait_for(lambda: scalar(db_url, "SELECT count(*) FROM test_started") == 1, 10, "the job")
         started = time.monotonic()
         worker.terminate(timeout=20)
         assert time.monotonic() - started < 10
-    locks = scalar(db_url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-                   " AND objid = %s", (job_id,))
+    locks = scalar(
+        db_url,
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s",
+        (job_id,),
+    )
     assert locks == 0
     assert scalar(db_url, "SELECT status FROM ferryman_jobs WHERE id = %s", (job_id,)) == "ready"

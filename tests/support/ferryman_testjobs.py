@@ -49,8 +49,9 @@ def record(ctx: JobContext, n: int | None = None) -> None:
 @job("test.sleep", queue="default", pass_context=True)
 def sleep(ctx: JobContext, seconds: float, n: int | None = None) -> None:
     started = time.time()
-    ctx.conn.execute("INSERT INTO test_started (job_id, pid) VALUES (%s, %s)",
-                     (ctx.job.id, os.getpid()))
+    ctx.conn.execute(
+        "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
+    )
     time.sleep(seconds)
     _record(ctx, n, started)
 
@@ -77,8 +78,10 @@ def callback(kind: str, batch: dict[str, Any], tag: str | None = None) -> None:
     from ferryman_worker.queue.producer import borrowed
 
     with borrowed(None) as conn:
-        conn.execute("INSERT INTO test_callbacks (kind, batch, tag) VALUES (%s, %s, %s)",
-                     (kind, Jsonb(batch), tag))
+        conn.execute(
+            "INSERT INTO test_callbacks (kind, batch, tag) VALUES (%s, %s, %s)",
+            (kind, Jsonb(batch), tag),
+        )
 
 
 @job("test.pressured", queue="default", pressure=True, pass_context=True)

@@ -39,17 +39,30 @@ class Subprocess:
 
     def __init__(self, db_url: str, lanes: str, extra_env: dict[str, str] | None = None) -> None:
         env = dict(os.environ)
-        env.update({
-            "FERRYMAN_DATABASE_URL": db_url,
-            "PYTHONPATH": str(SUPPORT),
-            "FERRYMAN_IMPORTS": "ferryman_testjobs",
-            **(extra_env or {}),
-        })
-        self._log = tempfile.TemporaryFile("w+")
+        env.update(
+            {
+                "FERRYMAN_DATABASE_URL": db_url,
+                "PYTHONPATH": str(SUPPORT),
+                "FERRYMAN_IMPORTS": "ferryman_testjobs",
+                **(extra_env or {}),
+            }
+        )
+        self._log = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by stop())
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ferryman_worker.cli", "--log-level", "WARNING", "worker",
-             "--lanes", lanes],
-            env=env, stdout=subprocess.DEVNULL, stderr=self._log, text=True,
+            [
+                sys.executable,
+                "-m",
+                "ferryman_worker.cli",
+                "--log-level",
+                "WARNING",
+                "worker",
+                "--lanes",
+                lanes,
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            text=True,
         )
         self.db_url = db_url
 
@@ -88,8 +101,9 @@ class Subprocess:
 
 
 @contextlib.contextmanager
-def subprocesses(db_url: str, count: int, lanes: str = "default:4",
-                 extra_env: dict[str, str] | None = None) -> Iterator[list[Subprocess]]:
+def subprocesses(
+    db_url: str, count: int, lanes: str = "default:4", extra_env: dict[str, str] | None = None
+) -> Iterator[list[Subprocess]]:
     """``count`` worker processes, started and ready; killed at exit."""
     procs = [Subprocess(db_url, lanes, extra_env) for _ in range(count)]
     try:
@@ -101,8 +115,9 @@ def subprocesses(db_url: str, count: int, lanes: str = "default:4",
             proc.stop()
 
 
-def wait_for(predicate: Callable[[], object], timeout: float, what: str,
-             interval: float = 0.05) -> None:
+def wait_for(
+    predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

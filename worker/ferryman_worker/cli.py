@@ -55,7 +55,11 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
             print(f"{len(applied)} migration(s) applied; schema is up to date")
         else:
             for state in migrate.status(conn):
-                when = state.applied_at.isoformat(timespec="seconds") if state.applied_at else "pending"
+                when = (
+                    state.applied_at.isoformat(timespec="seconds")
+                    if state.applied_at
+                    else "pending"
+                )
                 print(f"{state.migration.version:04d}_{state.migration.name:<30} {when}")
     return 0
 
@@ -70,18 +74,24 @@ def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
         if action in ("retry", "discard") and not args.all and not args.ids:
             raise FerrymanError(f"jobs {action}: give job ids, or --all")
         if action == "counts":
-            _table(admin.queue_counts(conn), ["queue", "ready", "running", "scheduled", "failed",
-                                              "succeeded"])
+            _table(
+                admin.queue_counts(conn),
+                ["queue", "ready", "running", "scheduled", "failed", "succeeded"],
+            )
         elif action == "failed":
-            _table(admin.failed_jobs(conn, args.limit), ["id", "queue", "name", "attempts",
-                                                         "finished_at", "last_error"])
+            _table(
+                admin.failed_jobs(conn, args.limit),
+                ["id", "queue", "name", "attempts", "finished_at", "last_error"],
+            )
         elif action == "retry":
             print(f"{admin.retry_failed(conn, ids)} failed job(s) put back on their queues")
         elif action == "discard":
             print(f"{admin.discard_failed(conn, ids)} failed job(s) discarded")
         elif action == "batches":
-            _table(admin.batches(conn, args.limit), ["id", "total", "completed", "failed",
-                                                     "pending", "created_at", "finished_at"])
+            _table(
+                admin.batches(conn, args.limit),
+                ["id", "total", "completed", "failed", "pending", "created_at", "finished_at"],
+            )
     return 0
 
 
@@ -126,12 +136,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_worker(commands: Any) -> None:
     worker = commands.add_parser("worker", help="run the capsule: a thread pool per lane")
-    worker.add_argument("--lanes", help="lanes as name:threads,... (FERRYMAN_LANES; default "
-                        "migrations:4,critical:2,default:3)")
-    worker.add_argument("--pool-size", type=int, help="DB connections (FERRYMAN_POOL_SIZE; "
-                        "default: lane threads + 4)")
-    worker.add_argument("--import", dest="imports", action="append", metavar="MODULE",
-                        help="module defining job functions (repeatable; FERRYMAN_IMPORTS)")
+    worker.add_argument(
+        "--lanes",
+        help="lanes as name:threads,... (FERRYMAN_LANES; default "
+        "migrations:4,critical:2,default:3)",
+    )
+    worker.add_argument(
+        "--pool-size",
+        type=int,
+        help="DB connections (FERRYMAN_POOL_SIZE; default: lane threads + 4)",
+    )
+    worker.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        metavar="MODULE",
+        help="module defining job functions (repeatable; FERRYMAN_IMPORTS)",
+    )
     worker.add_argument("--poll-interval", type=float, help="seconds between polls (default 15)")
     worker.add_argument("--migrate", action="store_true", help="apply schema migrations first")
     worker.set_defaults(handler=cmd_worker)
@@ -149,12 +170,16 @@ def _add_jobs(commands: Any) -> None:
     jobs = commands.add_parser("jobs", help="inspect the queue; retry or discard failed jobs")
     sub = jobs.add_subparsers(dest="jobs_command", metavar="ACTION")
     sub.add_parser("counts", help="ready/running/scheduled/failed per queue (the default)")
-    for name, text in (("failed", "list failed jobs with their errors"),
-                       ("batches", "live and recent batches with their counts")):
+    for name, text in (
+        ("failed", "list failed jobs with their errors"),
+        ("batches", "live and recent batches with their counts"),
+    ):
         p = sub.add_parser(name, help=text)
         p.add_argument("--limit", type=int, default=50)
-    for name, text in (("retry", "put failed jobs back on their queue"),
-                       ("discard", "give up on failed jobs")):
+    for name, text in (
+        ("retry", "put failed jobs back on their queue"),
+        ("discard", "give up on failed jobs"),
+    ):
         p = sub.add_parser(name, help=text)
         p.add_argument("ids", nargs="*", type=int, help="job ids")
         p.add_argument("--all", action="store_true", help="every failed job")
@@ -181,11 +206,18 @@ def _cell(value: Any) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
-        settings = load(**{k: getattr(args, k, None) for k in
-                           ("lanes", "pool_size", "imports", "poll_interval")})
+        settings = load(
+            **{
+                k: getattr(args, k, None)
+                for k in ("lanes", "pool_size", "imports", "poll_interval")
+            }
+        )
         handler: Handler = args.handler
         return handler(args, settings)
     except FerrymanError as exc:

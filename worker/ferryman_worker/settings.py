@@ -15,7 +15,8 @@ from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.queue import lanes as lanes_mod
 
 OWN_CONNECTIONS = 4
-"""Connections a worker process holds besides its lane threads: notifier, poller, cron, heartbeat."""
+"""Connections a worker process holds besides its lane threads:
+notifier, poller, cron, heartbeat."""
 
 
 class Settings(BaseSettings):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import psycopg_pool
@@ -15,7 +16,7 @@ from psycopg.rows import dict_row
 
 from ferryman_worker.errors import DatabaseError
 
-Connection = psycopg.Connection[dict[str, object]]
+Connection = psycopg.Connection[dict[str, Any]]
 APPLICATION_NAME = "ferryman"
 
 
@@ -33,7 +34,9 @@ def _reset(conn: psycopg.Connection[object]) -> None:
     conn.execute("SELECT pg_advisory_unlock_all()")
 
 
-def make_pool(url: str, size: int, *, name: str = "ferryman") -> psycopg_pool.ConnectionPool[Connection]:
+def make_pool(
+    url: str, size: int, *, name: str = "ferryman"
+) -> psycopg_pool.ConnectionPool[Connection]:
     """A fixed-size pool of autocommit, dict-row connections that drop their locks on return."""
     pool: psycopg_pool.ConnectionPool[Connection] = psycopg_pool.ConnectionPool(
         url,

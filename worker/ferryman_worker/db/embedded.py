@@ -38,7 +38,9 @@ class EmbeddedServer:
             _signal_and_wait(int(pid))
 
 
-def start(data_dir: str | os.PathLike[str] | None = None, *, cleanup: str | None = None) -> EmbeddedServer:
+def start(
+    data_dir: str | os.PathLike[str] | None = None, *, cleanup: str | None = None
+) -> EmbeddedServer:
     """Start (or attach to) the embedded server for ``data_dir``.
 
     ``cleanup``: None leaves the server running at exit, "stop" stops it, "delete" also deletes

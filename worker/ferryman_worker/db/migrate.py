@@ -85,20 +85,23 @@ def check_current(conn: Connection) -> None:
     pending = [state.migration for state in status(conn) if state.applied_at is None]
     if pending:
         names = ", ".join(f"{m.version:04d}_{m.name}" for m in pending)
-        raise MigrationError(f"the database schema is not up to date (pending: {names}); "
-                             "run `ferryman db migrate`")
+        raise MigrationError(
+            f"the database schema is not up to date (pending: {names}); run `ferryman db migrate`"
+        )
 
 
 def _applied(conn: Connection) -> dict[int, datetime.datetime]:
     conn.execute(_BOOKKEEPING)
     rows = conn.execute("SELECT version, applied_at FROM ferryman_schema_migrations").fetchall()
-    return {int(cast(int, row["version"])): cast(datetime.datetime, row["applied_at"]) for row in rows}
+    return {
+        int(cast(int, row["version"])): cast(datetime.datetime, row["applied_at"]) for row in rows
+    }
 
 
 def _apply(conn: Connection, migration: Migration) -> None:
     try:
         with conn.transaction():
-            conn.execute(cast(LiteralString, migration.sql))
+            conn.execute(migration.sql)  # trusted: shipped with the package
             conn.execute(
                 "INSERT INTO ferryman_schema_migrations (version, name, checksum)"
                 " VALUES (%s, %s, %s)",

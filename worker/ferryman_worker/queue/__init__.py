@@ -1,15 +1,15 @@
 """The capsule's public API: register jobs, enqueue them, group them in batches.
 
-    from ferryman_worker.queue import job, enqueue, enqueue_many, batch
+from ferryman_worker.queue import job, enqueue, enqueue_many, batch
 
-    @job("reports.build", queue="default", max_attempts=3)
-    def build_report(report_id: int) -> None: ...
+@job("reports.build", queue="default", max_attempts=3)
+def build_report(report_id: int) -> None: ...
 
-    enqueue(build_report, 42)                          # autocommit, default database
-    with conn.transaction():
-        enqueue(build_report, 43, conn=conn)           # exists only if this commits
-    with batch(on_finish=notify_done.call(user=7)):
-        enqueue_many(build_report.call(i) for i in range(1000))
+enqueue(build_report, 42)                          # autocommit, default database
+with conn.transaction():
+    enqueue(build_report, 43, conn=conn)           # exists only if this commits
+with batch(on_finish=notify_done.call(user=7)):
+    enqueue_many(build_report.call(i) for i in range(1000))
 """
 
 from ferryman_worker.queue.batches import Batch, batch

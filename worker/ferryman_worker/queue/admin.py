@@ -50,7 +50,9 @@ def sweep_stalled_batches(conn: Connection, stalled_for: float) -> SweepReport:
     """Repair batches that after-commit work left behind: stale members, unsealed batches whose
     process died, and batches with no member left that no one finished."""
     stale = conn.execute(queries.get("sweep_stale_members")).fetchall()
-    sealed = conn.execute(queries.get("seal_stalled_batches"), {"stalled_for": stalled_for}).fetchall()
+    sealed = conn.execute(
+        queries.get("seal_stalled_batches"), {"stalled_for": stalled_for}
+    ).fetchall()
     finished = conn.execute(queries.get("finish_stalled_batches")).fetchall()
     return SweepReport(len(stale), len(sealed), sum(1 for row in finished if row["finished"]))
 
@@ -59,11 +61,14 @@ def prune(conn: Connection, older_than: float) -> dict[str, int]:
     """Delete finished jobs, batches and stale worker rows older than ``older_than`` seconds."""
     jobs = 0
     while True:
-        deleted = conn.execute(queries.get("prune_jobs"),
-                               {"older_than": older_than, "limit": PRUNE_CHUNK}).rowcount
+        deleted = conn.execute(
+            queries.get("prune_jobs"), {"older_than": older_than, "limit": PRUNE_CHUNK}
+        ).rowcount
         jobs += deleted
         if deleted < PRUNE_CHUNK:
             break
-    batches_deleted = conn.execute(queries.get("prune_batches"), {"older_than": older_than}).rowcount
+    batches_deleted = conn.execute(
+        queries.get("prune_batches"), {"older_than": older_than}
+    ).rowcount
     workers = conn.execute(queries.get("prune_workers"), {"older_than": older_than}).rowcount
     return {"jobs": jobs, "batches": batches_deleted, "workers": workers}

@@ -60,7 +60,7 @@ def batch(
             },
         ).fetchone()
         assert row is not None
-        created = Batch(int(row["id"]))  # type: ignore[call-overload]
+        created = Batch(int(row["id"]))
         token = current_batch.set(created.id)
         try:
             yield created
@@ -93,11 +93,13 @@ def _callback(target: Callback) -> Jsonb | None:
     if not isinstance(target, JobCall):
         raise QueueError(f"a batch callback must be a job or job.call(...), not {target!r}")
     options = target.options
-    return Jsonb({
-        "name": target.name,
-        "args": list(target.args),
-        "kwargs": target.kwargs,
-        "queue": options.queue,
-        "priority": options.priority,
-        "max_attempts": options.max_attempts,
-    })
+    return Jsonb(
+        {
+            "name": target.name,
+            "args": list(target.args),
+            "kwargs": target.kwargs,
+            "queue": options.queue,
+            "priority": options.priority,
+            "max_attempts": options.max_attempts,
+        }
+    )

@@ -29,7 +29,7 @@ class PressureGauge:
             now = time.monotonic()
             if now - self._read_at >= self._ttl:
                 row = conn.execute(queries.get("active_queries")).fetchone()
-                self._value = int(row["active"]) if row else 0  # type: ignore[call-overload]
+                self._value = int(row["active"]) if row else 0
                 self._read_at = now
             return self._value
 

@@ -68,13 +68,16 @@ def borrowed(conn: Connection | None) -> Iterator[Connection]:
         yield lent
 
 
-def enqueue(target: Job[Any, Any] | JobCall, *args: Any, conn: Connection | None = None,
-            **kwargs: Any) -> int:
+def enqueue(
+    target: Job[Any, Any] | JobCall, *args: Any, conn: Connection | None = None, **kwargs: Any
+) -> int:
     """Enqueue one job; returns its id. ``target`` is a job (then give its arguments here) or
     a ``JobCall`` from ``job.call(...)``."""
     if isinstance(target, JobCall):
         if args or kwargs:
-            raise QueueError("enqueue(job.call(...)) takes no further arguments: put them in call()")
+            raise QueueError(
+                "enqueue(job.call(...)) takes no further arguments: put them in call()"
+            )
         call = target
     else:
         call = target.call(*args, **kwargs)
@@ -88,13 +91,23 @@ def enqueue_many(calls: Iterable[JobCall], *, conn: Connection | None = None) ->
         return []
     with borrowed(conn) as lent:
         rows = lent.execute(queries.get("enqueue"), columns).fetchall()
-    return [int(row["id"]) for row in rows]  # type: ignore[call-overload]
+    return [int(row["id"]) for row in rows]
 
 
 def _columns(calls: list[JobCall], batch_id: int | None) -> dict[str, list[Any]]:
     columns: dict[str, list[Any]] = {
-        key: [] for key in ("queue", "name", "args", "kwargs", "priority", "run_at",
-                            "max_attempts", "concurrency_key", "batch_id")
+        key: []
+        for key in (
+            "queue",
+            "name",
+            "args",
+            "kwargs",
+            "priority",
+            "run_at",
+            "max_attempts",
+            "concurrency_key",
+            "batch_id",
+        )
     }
     for call in calls:
         options = call.options

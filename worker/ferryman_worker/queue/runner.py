@@ -21,8 +21,8 @@ from ferryman_worker.db.connect import Connection
 from ferryman_worker.errors import JobAlreadyFinished
 from ferryman_worker.queue import batches
 from ferryman_worker.queue.claims import JobRecord
-from ferryman_worker.queue.producer import current_batch
 from ferryman_worker.queue.pressure import PressureGauge
+from ferryman_worker.queue.producer import current_batch
 from ferryman_worker.queue.registry import Registry
 
 log = logging.getLogger("ferryman.queue")
@@ -40,13 +40,13 @@ class Outcome(enum.Enum):
 
 @dataclasses.dataclass(frozen=True)
 class Backoff:
-    """Exponential delays with jitter: ``base × 2^n`` capped at ``cap``, times 0.5–1.0."""
+    """Exponential delays with jitter: ``base * 2^n`` capped at ``cap``, times 0.5 to 1.0."""
 
     base: float = 1.0
     cap: float = 600.0
 
     def delay(self, attempt: int) -> float:
-        return min(self.cap, self.base * 2 ** max(attempt - 1, 0)) * random.uniform(0.5, 1.0)
+        return min(self.cap, self.base * 2.0 ** max(attempt - 1, 0)) * random.uniform(0.5, 1.0)
 
     def after(self, attempt: int) -> datetime.datetime:
         return datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=self.delay(attempt))
@@ -89,7 +89,10 @@ class Runner:
         except Exception as exc:
             return self._failed_attempt(conn, job, exc)
         if target.pressure and self.gauge.over(conn):
-            conn.execute(queries.get("defer"), {"id": job.id, "run_at": self.backoff.after(job.deferrals + 1)})
+            conn.execute(
+                queries.get("defer"),
+                {"id": job.id, "run_at": self.backoff.after(job.deferrals + 1)},
+            )
             return Outcome.DEFERRED
         ctx = JobContext(job, conn)
         token = current_batch.set(job.batch_id)
@@ -112,15 +115,28 @@ class Runner:
         error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR]
         trace = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK:]
         if job.is_last_attempt:
-            log.error("job %s (%s) failed for good after %d attempts: %s",
-                      job.id, job.name, job.attempts + 1, error)
+            log.error(
+                "job %s (%s) failed for good after %d attempts: %s",
+                job.id,
+                job.name,
+                job.attempts + 1,
+                error,
+            )
             conn.execute(queries.get("fail"), {"id": job.id, "error": error, "traceback": trace})
             return Outcome.FAILED
         retry_at = self.backoff.after(job.attempts + 1)
-        log.info("job %s (%s) attempt %d failed, retrying at %s: %s",
-                 job.id, job.name, job.attempts + 1, retry_at.isoformat(), error)
-        conn.execute(queries.get("retry_later"),
-                     {"id": job.id, "run_at": retry_at, "error": error, "traceback": trace})
+        log.info(
+            "job %s (%s) attempt %d failed, retrying at %s: %s",
+            job.id,
+            job.name,
+            job.attempts + 1,
+            retry_at.isoformat(),
+            error,
+        )
+        conn.execute(
+            queries.get("retry_later"),
+            {"id": job.id, "run_at": retry_at, "error": error, "traceback": trace},
+        )
         return Outcome.RETRYING
 
 

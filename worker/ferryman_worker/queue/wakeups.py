@@ -36,9 +36,14 @@ CHANNEL = "ferryman_jobs"
 class Poller:
     """Wakes all lanes every ``interval`` seconds and single lanes at scheduled times."""
 
-    def __init__(self, lanes: Mapping[str, Lane], interval: float, stopping: threading.Event,
-                 someone_died: Callable[[], bool] = lambda: False,
-                 liveness_interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        lanes: Mapping[str, Lane],
+        interval: float,
+        stopping: threading.Event,
+        someone_died: Callable[[], bool] = lambda: False,
+        liveness_interval: float = 1.0,
+    ) -> None:
         self._lanes = lanes
         self._interval = interval
         self._stopping = stopping
@@ -92,9 +97,14 @@ class Poller:
 class Notifier:
     """LISTENs on its own pooled connection and dispatches notifications to lanes."""
 
-    def __init__(self, pool: psycopg_pool.ConnectionPool[Connection], lanes: Mapping[str, Lane],
-                 poller: Poller, stopping: threading.Event,
-                 on_listen: Callable[[Connection], None] = lambda conn: None) -> None:
+    def __init__(
+        self,
+        pool: psycopg_pool.ConnectionPool[Connection],
+        lanes: Mapping[str, Lane],
+        poller: Poller,
+        stopping: threading.Event,
+        on_listen: Callable[[Connection], None] = lambda conn: None,
+    ) -> None:
         self._pool = pool
         self._lanes = lanes
         self._poller = poller
@@ -136,9 +146,13 @@ class Notifier:
 class CronManager:
     """Enqueues recurring entries at their ticks (UTC), once per tick across processes."""
 
-    def __init__(self, pool: psycopg_pool.ConnectionPool[Connection], entries: list[CronEntry],
-                 stopping: threading.Event, clock: Callable[[], datetime.datetime] | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        pool: psycopg_pool.ConnectionPool[Connection],
+        entries: list[CronEntry],
+        stopping: threading.Event,
+        clock: Callable[[], datetime.datetime] | None = None,
+    ) -> None:
         self._pool = pool
         self._entries = entries
         self._stopping = stopping
@@ -161,8 +175,11 @@ class CronManager:
     def _enqueue(self, entry: CronEntry, tick: datetime.datetime) -> None:
         options = entry.job.options
         params = {
-            "queue": options.queue, "name": entry.job.name, "priority": options.priority,
-            "max_attempts": options.max_attempts, "run_at": tick,
+            "queue": options.queue,
+            "name": entry.job.name,
+            "priority": options.priority,
+            "max_attempts": options.max_attempts,
+            "run_at": tick,
             "cron_key": f"{entry.job.name}@{tick.isoformat()}",
         }
         try:
@@ -173,4 +190,5 @@ class CronManager:
 
     @staticmethod
     def _next_tick(entry: CronEntry, after: datetime.datetime) -> datetime.datetime:
-        return next(iter(CronSim(entry.schedule, after)))
+        tick: datetime.datetime = next(iter(CronSim(entry.schedule, after)))
+        return tick

@@ -9,6 +9,7 @@ sleeps until something wakes the lane. On SIGTERM no thread claims again; runnin
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
@@ -48,8 +49,9 @@ def import_modules(names: list[str]) -> None:
 class Worker:
     """One capsule process. ``start`` returns once the threads run; ``stop`` ends them."""
 
-    def __init__(self, settings: Settings, database_url: str,
-                 registry: Registry | None = None) -> None:
+    def __init__(
+        self, settings: Settings, database_url: str, registry: Registry | None = None
+    ) -> None:
         self.settings = settings
         self.registry = registry or default_registry
         self.pool = connect.make_pool(database_url, settings.effective_pool_size)
@@ -60,10 +62,12 @@ class Worker:
             runner.Backoff(settings.backoff_base, settings.backoff_cap),
             PressureGauge(settings.pressure_threshold),
         )
-        self.poller = Poller(self.lanes, settings.poll_interval, self.stopping,
-                             someone_died=self._reap_dead_workers)
-        self.notifier = Notifier(self.pool, self.lanes, self.poller, self.stopping,
-                                 on_listen=self._register)
+        self.poller = Poller(
+            self.lanes, settings.poll_interval, self.stopping, someone_died=self._reap_dead_workers
+        )
+        self.notifier = Notifier(
+            self.pool, self.lanes, self.poller, self.stopping, on_listen=self._register
+        )
         self.cron = CronManager(self.pool, self.registry.cron, self.stopping)
         self._lane_threads: list[threading.Thread] = []
         self._service_threads: list[threading.Thread] = []
@@ -80,7 +84,7 @@ class Worker:
             migrate.check_current(conn)
             row = conn.execute(queries.get("new_worker_id")).fetchone()
             assert row is not None
-            self.worker_id = int(row["id"])  # type: ignore[call-overload]
+            self.worker_id = int(row["id"])
         producer.configure(self.pool)
         self._spawn(self._service_threads, "notifier", self.notifier.run)
         if not self.notifier.listening.wait(30):
@@ -90,10 +94,17 @@ class Worker:
         self._spawn(self._service_threads, "heartbeat", self._heartbeat)
         for lane in self.lanes.values():
             for index in range(lane.spec.width):
-                self._spawn(self._lane_threads, f"lane-{lane.name}-{index}",
-                            lambda lane=lane: self._lane_loop(lane))
-        log.info("worker %s started: lanes %s, pool %d",
-                 self.worker_id, self.settings.lanes, self.settings.effective_pool_size)
+                self._spawn(
+                    self._lane_threads,
+                    f"lane-{lane.name}-{index}",
+                    functools.partial(self._lane_loop, lane),
+                )
+        log.info(
+            "worker %s started: lanes %s, pool %d",
+            self.worker_id,
+            self.settings.lanes,
+            self.settings.effective_pool_size,
+        )
 
     def stop(self, grace: float | None = None) -> bool:
         """Stop claiming, wait up to ``grace`` seconds for running jobs; True if all ended."""
@@ -112,8 +123,11 @@ class Worker:
                 thread.join(5.0)
             self.pool.close()
         else:
-            log.warning("%d jobs still running after %.0fs; exiting: they run again elsewhere",
-                        self.running, grace)
+            log.warning(
+                "%d jobs still running after %.0fs; exiting: they run again elsewhere",
+                self.running,
+                grace,
+            )
         producer.configure(None)
         return finished
 
@@ -177,10 +191,15 @@ class Worker:
                 self._running -= 1
 
     def _register(self, conn: connect.Connection) -> None:
-        conn.execute(queries.get("register_worker"), {
-            "id": self.worker_id, "hostname": socket.gethostname(), "pid": os.getpid(),
-            "lanes": self.settings.lanes,
-        })
+        conn.execute(
+            queries.get("register_worker"),
+            {
+                "id": self.worker_id,
+                "hostname": socket.gethostname(),
+                "pid": os.getpid(),
+                "lanes": self.settings.lanes,
+            },
+        )
 
     def _reap_dead_workers(self) -> bool:
         """True when another worker process died since the last look (and its row is gone)."""

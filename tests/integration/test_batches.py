@@ -1,0 +1,189 @@
+"""Batches (seed 004): membership rows, one finisher, callbacks, the stalled sweep."""
+
+from __future__ import annotations
+
+import ferryman_testjobs as tj
+import pytest
+from workers import in_process, scalar, subprocesses, wait_for
+
+from ferryman_worker.db import connect
+from ferryman_worker.queue import admin, batch, enqueue, enqueue_many
+
+
+def _setup(db_url: str) -> None:
+    with connect.connect(db_url) as conn:
+        tj.create_tables(conn)
+
+
+def _callbacks(db_url: str) -> list[dict[str, object]]:
+    with connect.connect(db_url) as conn:
+        return conn.execute("SELECT kind, batch, tag FROM test_callbacks ORDER BY at").fetchall()
+
+
+def _callbacks_for(tag: str) -> dict[str, object]:
+    return {
+        "on_finish": tj.callback.call(kind="finish", tag=tag),
+        "on_success": tj.callback.call(kind="success", tag=tag),
+        "on_failure": tj.callback.call(kind="failure", tag=tag),
+    }
+
+
+@pytest.mark.slow
+def test_a_batch_of_1000_across_two_processes_finishes_exactly_once(db_url: str) -> None:
+    _setup(db_url)
+    with connect.connect(db_url) as conn:
+        with batch(conn=conn, purpose="load", **_callbacks_for("big")) as b:  # type: ignore[arg-type]
+            enqueue_many([tj.record.call(n=i) for i in range(1000)], conn=conn)
+        with subprocesses(db_url, 2, lanes="default:4"):
+            wait_for(lambda: len(_callbacks(db_url)) >= 2, 120, "the callbacks")
+            wait_for(
+                lambda: (
+                    scalar(db_url, "SELECT count(*) FROM ferryman_jobs WHERE status = 'ready'") == 0
+                ),
+                10,
+                "the callbacks to end",
+            )
+        calls = _callbacks(db_url)
+        row = conn.execute("SELECT * FROM ferryman_batches WHERE id = %s", (b.id,)).fetchone()
+    assert sorted(c["kind"] for c in calls) == ["finish", "success"]
+    info = calls[0]["batch"]
+    assert info == {
+        "id": b.id,
+        "metadata": {"purpose": "load"},
+        "total": 1000,
+        "completed": 1000,
+        "failed": 0,
+    }
+    assert row is not None and row["finished_at"] is not None
+    assert (row["total_jobs"], row["completed_jobs"], row["failed_jobs"]) == (1000, 1000, 0)
+    assert scalar(db_url, "SELECT count(*) FROM ferryman_batch_members") == 0
+    assert scalar(db_url, "SELECT count(*) FROM test_runs") == 1000
+
+
+def test_a_member_that_fails_for_good_fires_on_failure(db_url: str) -> None:
+    _setup(db_url)
+    with in_process(db_url, backoff_base=0.02) as _, connect.connect(db_url) as conn:
+        with batch(conn=conn, **_callbacks_for("mixed")):  # type: ignore[arg-type]
+            enqueue_many([tj.record.call(n=i) for i in range(20)], conn=conn)
+            enqueue(tj.flaky, fail_times=9, conn=conn)
+        wait_for(lambda: len(_callbacks(db_url)) >= 2, 30, "the callbacks")
+    calls = _callbacks(db_url)
+    assert sorted(c["kind"] for c in calls) == ["failure", "finish"]
+    assert calls[0]["batch"]["total"] == 21  # type: ignore[index]
+    assert calls[0]["batch"]["failed"] == 1  # type: ignore[index]
+    assert calls[0]["batch"]["completed"] == 20  # type: ignore[index]
+
+
+def test_jobs_enqueued_by_a_member_join_its_batch(db_url: str) -> None:
+    _setup(db_url)
+    with in_process(db_url) as _, connect.connect(db_url) as conn:
+        with batch(conn=conn, **_callbacks_for("tree")) as b:  # type: ignore[arg-type]
+            enqueue_many([tj.spawn.call(children=5) for _ in range(3)], conn=conn)
+        wait_for(lambda: len(_callbacks(db_url)) >= 2, 30, "the callbacks")
+        assert (
+            scalar(db_url, "SELECT count(*) FROM ferryman_jobs WHERE batch_id = %s", (b.id,)) == 18
+        )
+        # the callback ran after the children: all 15 records exist
+        first_callback = scalar(db_url, "SELECT min(at) FROM test_callbacks")
+        last_child = scalar(db_url, "SELECT max(finished_at) FROM test_runs")
+    assert last_child <= first_callback
+    assert [c["batch"]["total"] for c in _callbacks(db_url)] == [18, 18]  # type: ignore[index]
+
+
+def test_an_empty_batch_finishes_when_sealed(db_url: str) -> None:
+    _setup(db_url)
+    with in_process(db_url) as _, connect.connect(db_url) as conn:
+        with batch(conn=conn, on_finish=tj.callback.call(kind="finish", tag="empty")):
+            pass
+        wait_for(lambda: len(_callbacks(db_url)) == 1, 10, "the callback")
+    assert _callbacks(db_url)[0]["batch"]["total"] == 0  # type: ignore[index]
+
+
+def test_a_batch_in_a_rolled_back_transaction_leaves_nothing(db_url: str) -> None:
+    with connect.connect(db_url) as conn:
+        with pytest.raises(RuntimeError), conn.transaction(), batch(conn=conn):
+            enqueue_many([tj.record.call(n=i) for i in range(5)], conn=conn)
+            raise RuntimeError("abandon")
+        assert scalar(db_url, "SELECT count(*) FROM ferryman_batches") == 0
+        assert scalar(db_url, "SELECT count(*) FROM ferryman_jobs") == 0
+
+
+def test_members_do_not_finish_a_batch_before_it_is_sealed(db_url: str) -> None:
+    _setup(db_url)
+    with in_process(db_url) as _, connect.connect(db_url) as conn:
+        with batch(on_finish=tj.callback.call(kind="finish", tag="slow-fill")) as b:
+            enqueue(tj.record, n=1, conn=conn)  # autocommit: runs while the block goes on
+            wait_for(lambda: scalar(db_url, "SELECT count(*) FROM test_runs") == 1, 10, "member")
+            assert _callbacks(db_url) == []
+            enqueue(tj.record, n=2, conn=conn)
+        wait_for(lambda: len(_callbacks(db_url)) == 1, 10, "the callback")
+    assert _callbacks(db_url)[0]["batch"]["id"] == b.id  # type: ignore[index]
+    assert _callbacks(db_url)[0]["batch"]["total"] == 2  # type: ignore[index]
+
+
+def test_the_stalled_sweep_finishes_a_batch_whose_callback_enqueue_was_lost(db_url: str) -> None:
+    _setup(db_url)
+    with connect.connect(db_url) as conn:
+        with batch(conn=conn, on_finish=tj.callback.call(kind="finish", tag="lost")) as b:
+            ids = enqueue_many([tj.record.call(n=i) for i in range(3)], conn=conn)
+        # the members finished, but the finisher died before its after-commit check
+        conn.execute(
+            "UPDATE ferryman_jobs SET status = 'succeeded', finished_at = now() WHERE id = ANY(%s)",
+            (ids,),
+        )
+        conn.execute("DELETE FROM ferryman_batch_members")
+        # and a second batch whose enqueuing process died before sealing it
+        conn.execute("INSERT INTO ferryman_batches (created_at) VALUES (now() - interval '1 hour')")
+        report = admin.sweep_stalled_batches(conn, stalled_for=300)
+        again = admin.sweep_stalled_batches(conn, stalled_for=300)
+        finished = conn.execute(
+            "SELECT count(*) AS n FROM ferryman_batches WHERE finished_at IS NOT NULL"
+        ).fetchone()
+        callback_jobs = conn.execute(
+            "SELECT kwargs FROM ferryman_jobs WHERE name = 'test.callback'"
+        ).fetchall()
+    assert (report.sealed, report.finished) == (1, 2)
+    assert (again.sealed, again.finished) == (0, 0)
+    assert finished is not None and finished["n"] == 2
+    assert len(callback_jobs) == 1
+    assert callback_jobs[0]["kwargs"]["batch"]["id"] == b.id  # type: ignore[index]
+
+
+def test_the_stalled_sweep_removes_members_whose_job_is_gone(db_url: str) -> None:
+    with connect.connect(db_url) as conn:
+        with batch(conn=conn) as b:
+            ids = enqueue_many([tj.record.call(n=i) for i in range(2)], conn=conn)
+        conn.execute("UPDATE ferryman_jobs SET status = 'discarded' WHERE id = %s", (ids[0],))
+        report = admin.sweep_stalled_batches(conn, stalled_for=300)
+        members = conn.execute(
+            "SELECT job_id FROM ferryman_batch_members WHERE batch_id = %s", (b.id,)
+        ).fetchall()
+    assert report.stale_members == 1
+    assert [m["job_id"] for m in members] == [ids[1]]
+
+
+def test_concurrent_finishers_have_one_winner(db_url: str) -> None:
+    import threading
+
+    with connect.connect(db_url) as conn:
+        with batch(conn=conn, on_finish=tj.callback.call(kind="finish", tag="race")) as b:
+            ids = enqueue_many([tj.record.call(n=1)], conn=conn)
+        conn.execute("DELETE FROM ferryman_batch_members")
+        conn.execute("UPDATE ferryman_jobs SET status = 'succeeded' WHERE id = %s", (ids[0],))
+    wins: list[bool] = []
+    barrier = threading.Barrier(8)
+
+    def finish() -> None:
+        with connect.connect(db_url) as c:
+            barrier.wait()
+            wins.append(
+                bool(c.execute("SELECT ferryman_finish_batch(%s) AS f", (b.id,)).fetchone()["f"])
+            )  # type: ignore[index]
+
+    threads = [threading.Thread(target=finish) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(wins) == [False] * 7 + [True]
+    assert scalar(db_url, "SELECT count(*) FROM ferryman_jobs WHERE name = 'test.callback'") == 1

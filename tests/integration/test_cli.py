@@ -1,0 +1,91 @@
+"""The ``ferryman`` command against a real database."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import ferryman_testjobs as tj
+from psycopg import sql
+
+from ferryman_worker.db import connect
+from ferryman_worker.queue import batch, enqueue_many
+
+SUPPORT = pathlib.Path(tj.__file__).parent
+
+
+def ferryman(
+    db_url: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {
+        **os.environ,
+        "FERRYMAN_DATABASE_URL": db_url,
+        "PYTHONPATH": str(SUPPORT),
+        **(env or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ferryman_worker.cli", *args],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_db_migrate_and_status_on_a_new_database(pg_admin_url: str, db_url: str) -> None:
+    with connect.connect(pg_admin_url) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS cli_new WITH (FORCE)"))
+        admin.execute(sql.SQL("CREATE DATABASE cli_new"))
+    url = db_url.replace(db_url.split("dbname=")[1].split()[0], "cli_new")
+    assert "pending" in ferryman(url, "db", "status").stdout
+    first = ferryman(url, "db", "migrate")
+    assert first.returncode == 0 and "applied 0001_capsule" in first.stdout
+    assert "0 migration(s) applied" in ferryman(url, "db", "migrate").stdout
+    assert "pending" not in ferryman(url, "db", "status").stdout
+
+
+def test_jobs_counts_failed_retry_discard_and_batches(
+    conn: connect.Connection, db_url: str
+) -> None:
+    with batch(conn=conn, source="cli"):
+        ids = enqueue_many([tj.record.call(n=i) for i in range(3)], conn=conn)
+    conn.execute(
+        "UPDATE ferryman_jobs SET status = 'failed', last_error = 'RuntimeError: boom'"
+        " WHERE id = %s",
+        (ids[0],),
+    )
+    counts = ferryman(db_url, "jobs").stdout.splitlines()
+    assert counts[0].split() == ["QUEUE", "READY", "RUNNING", "SCHEDULED", "FAILED", "SUCCEEDED"]
+    assert counts[1].split() == ["default", "2", "0", "0", "1", "0"]
+    failed = ferryman(db_url, "jobs", "failed").stdout
+    assert "RuntimeError: boom" in failed and str(ids[0]) in failed
+    assert "1 failed job(s) put back" in ferryman(db_url, "jobs", "retry", str(ids[0])).stdout
+    conn.execute("UPDATE ferryman_jobs SET status = 'failed' WHERE id = %s", (ids[1],))
+    assert "1 failed job(s) discarded" in ferryman(db_url, "jobs", "discard", "--all").stdout
+    batches = ferryman(db_url, "jobs", "batches").stdout.splitlines()
+    assert batches[1].split()[:5] == ["1", "3", "0", "1", "3"]
+    refused = ferryman(db_url, "jobs", "retry")
+    assert refused.returncode == 2 and "give job ids, or --all" in refused.stderr
+
+
+def test_reap_prints_what_each_sweep_did(db_url: str) -> None:
+    result = ferryman(db_url, "reap")
+    assert result.returncode == 0
+    assert result.stdout.startswith("stalled batches: 0 stale member(s) removed, 0 sealed")
+    assert "prune: 0 job(s)" in result.stdout
+
+
+def test_bad_configuration_exits_2_with_the_message_and_no_secret(db_url: str) -> None:
+    secret_url = "postgresql://ferry:s3cret-pw@127.0.0.1:1/nowhere"
+    lanes = ferryman(secret_url, "worker", "--lanes", "migrations:0")
+    assert lanes.returncode == 2 and "needs at least 1" in lanes.stderr
+    pool = ferryman(secret_url, "worker", "--lanes", "a:8", "--pool-size", "3")
+    assert pool.returncode == 2 and "pool_size 3 is too small" in pool.stderr
+    missing = ferryman(db_url, "worker", "--import", "no_such_module_here")
+    assert missing.returncode == 2 and "--import no_such_module_here" in missing.stderr
+    unreachable = ferryman(secret_url, "db", "status")
+    assert unreachable.returncode == 2 and "cannot connect to PostgreSQL" in unreachable.stderr
+    for result in (lanes, pool, missing, unreachable):
+        assert "s3cret-pw" not in result.stderr + result.stdout
