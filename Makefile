@@ -14,7 +14,7 @@ venv:            ## create .venv with the project and its development tools
 	hack/venv
 
 bench:           ## run the benchmarks in hack/bench/
-	.venv/bin/python hack/bench/queue.py
+	.venv/bin/python -P hack/bench/queue.py
 
 clean:
 	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache

@@ -13,6 +13,7 @@ from typing import Any
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.queue import batches
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,12 +44,39 @@ class JobRecord:
         return self.attempts + 1 >= self.max_attempts
 
 
-def claim(conn: Connection, queue: str, window: int) -> JobRecord | None:
-    """Claim the next due job of ``queue`` that no one holds, or None."""
-    row = conn.execute(queries.get("claim"), {"queue": queue, "window": window}).fetchone()
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    """A job whose outcome has committed, still holding its claim.
+
+    ``left_batch``: it was a batch member and finished for good, so its batch may finish now.
+    """
+
+    job: JobRecord
+    left_batch: bool
+
+
+def claim(
+    conn: Connection, queue: str, window: int, previous: Finished | None = None
+) -> JobRecord | None:
+    """Claim the next due job of ``queue`` that no one holds, or None.
+
+    ``previous``, the job this connection just finished, is released (and its batch finished,
+    if it was the last member) in the same round trip.
+    """
+    params = {
+        "queue": queue,
+        "window": window,
+        "release": previous.job.id if previous else None,
+        "release_key": previous.job.concurrency_key if previous else None,
+        "batch": previous.job.batch_id if previous and previous.left_batch else None,
+    }
+    row = conn.execute(queries.get("claim"), params).fetchone()
     return JobRecord.from_row(row) if row else None
 
 
-def release(conn: Connection, job: JobRecord) -> None:
-    """Drop the claim's locks. Call only after the job's outcome committed (or rolled back)."""
+def release(conn: Connection, finished: Finished) -> None:
+    """Drop a finished job's claim without claiming another (and let its batch finish)."""
+    job = finished.job
     conn.execute(queries.get("release"), {"id": job.id, "concurrency_key": job.concurrency_key})
+    if finished.left_batch and job.batch_id is not None:
+        batches.try_finish(conn, job.batch_id)

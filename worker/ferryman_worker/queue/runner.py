@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.errors import JobAlreadyFinished
-from ferryman_worker.queue import batches
-from ferryman_worker.queue.claims import JobRecord
+from ferryman_worker.queue.claims import Finished, JobRecord
 from ferryman_worker.queue.pressure import PressureGauge
 from ferryman_worker.queue.producer import current_batch
 from ferryman_worker.queue.registry import Registry
@@ -140,10 +139,10 @@ class Runner:
         return Outcome.RETRYING
 
 
-def after_release(conn: Connection, job: JobRecord, outcome: Outcome) -> None:
-    """A batch member that finished for good lets its batch finish, if it was the last."""
-    if job.batch_id is not None and outcome in (Outcome.SUCCEEDED, Outcome.FAILED):
-        batches.try_finish(conn, job.batch_id)
+def finished(job: JobRecord, outcome: Outcome) -> Finished:
+    """The job's claim, to release; a member that succeeded or failed for good left its batch."""
+    left = job.batch_id is not None and outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
+    return Finished(job, left_batch=left)
 
 
 def _end_transaction(conn: Connection) -> None:

@@ -168,24 +168,29 @@ class Worker:
                 lane.wait(seen, self.settings.poll_interval)
 
     def _drain(self, lane: Lane) -> bool:
-        """Claim and run jobs of ``lane`` on one connection until none is due."""
+        """Claim and run jobs of ``lane`` on one connection until none is due. Each claim also
+        releases the job before it: one round trip between two jobs."""
         found = False
+        previous: claims.Finished | None = None
         with self.pool.connection() as conn:
-            while not self.stopping.is_set():
-                job = claims.claim(conn, lane.name, self.settings.claim_window)
-                if job is None:
-                    break
-                found = True
-                self._run_claimed(conn, job)
+            try:
+                while not self.stopping.is_set():
+                    job = claims.claim(conn, lane.name, self.settings.claim_window, previous)
+                    previous = None
+                    if job is None:
+                        break
+                    found = True
+                    previous = self._run_claimed(conn, job)
+            finally:
+                if previous is not None and not conn.broken:
+                    claims.release(conn, previous)
         return found
 
-    def _run_claimed(self, conn: connect.Connection, job: claims.JobRecord) -> None:
+    def _run_claimed(self, conn: connect.Connection, job: claims.JobRecord) -> claims.Finished:
         with self._running_lock:
             self._running += 1
         try:
-            outcome = self.runner.run(conn, job)
-            claims.release(conn, job)
-            runner.after_release(conn, job, outcome)
+            return runner.finished(job, self.runner.run(conn, job))
         finally:
             with self._running_lock:
                 self._running -= 1

@@ -80,41 +80,6 @@ CREATE TRIGGER ferryman_jobs_notify AFTER INSERT ON ferryman_jobs
     REFERENCING NEW TABLE AS inserted
     FOR EACH STATEMENT EXECUTE FUNCTION ferryman_notify_inserted();
 
--- Claim the first due job of a queue that no one holds: take its advisory lock (and its
--- concurrency key's), then re-read it in a fresh snapshot, since a finisher may have completed
--- it between our candidate scan and our lock. Returns no row when nothing is claimable.
--- The lock outlives this statement: the caller releases it after the job's completion commits.
-CREATE FUNCTION ferryman_claim(p_queue text, p_window integer)
-RETURNS SETOF ferryman_jobs LANGUAGE plpgsql AS $$
-DECLARE
-    cand record;
-    claimed ferryman_jobs;
-BEGIN
-    FOR cand IN
-        SELECT id, concurrency_key FROM ferryman_jobs
-        WHERE status = 'ready' AND queue = p_queue AND run_at <= now()
-        ORDER BY priority DESC, id
-        LIMIT p_window
-    LOOP
-        CONTINUE WHEN NOT pg_try_advisory_lock(cand.id);
-        IF cand.concurrency_key IS NOT NULL
-           AND NOT pg_try_advisory_lock(1718772481, hashtext(cand.concurrency_key)) THEN
-            PERFORM pg_advisory_unlock(cand.id);
-            CONTINUE;
-        END IF;
-        SELECT * INTO claimed FROM ferryman_jobs WHERE id = cand.id AND status = 'ready';
-        IF FOUND THEN
-            RETURN NEXT claimed;
-            RETURN;
-        END IF;
-        PERFORM pg_advisory_unlock(cand.id);
-        IF cand.concurrency_key IS NOT NULL THEN
-            PERFORM pg_advisory_unlock(1718772481, hashtext(cand.concurrency_key));
-        END IF;
-    END LOOP;
-END
-$$;
-
 -- Finish a batch if no member is left: compare-and-set on finished_at, so exactly one caller
 -- wins; the winner writes the counters' snapshot and enqueues the callbacks in its transaction.
 CREATE FUNCTION ferryman_finish_batch(p_batch bigint) RETURNS boolean LANGUAGE plpgsql AS $$
@@ -153,5 +118,52 @@ BEGIN
                 (v_callback->>'priority')::integer, (v_callback->>'max_attempts')::integer);
     END LOOP;
     RETURN true;
+END
+$$;
+
+-- The one statement between two jobs of a lane thread. First the previous job's business,
+-- whose outcome has committed: drop its claim (p_release, p_release_key) and, if it was the last
+-- member of its batch, finish the batch (p_batch). Then claim the first due job of the queue
+-- that no one holds: take its advisory lock (and its concurrency key's), then re-read it in a
+-- fresh snapshot, since a finisher may have completed it between our scan and our lock.
+-- Returns no row when nothing is claimable. The new lock outlives this statement.
+CREATE FUNCTION ferryman_claim(p_queue text, p_window integer, p_release bigint DEFAULT NULL,
+                               p_release_key text DEFAULT NULL, p_batch bigint DEFAULT NULL)
+RETURNS SETOF ferryman_jobs LANGUAGE plpgsql AS $$
+DECLARE
+    cand record;
+    claimed ferryman_jobs;
+BEGIN
+    IF p_release IS NOT NULL THEN
+        PERFORM pg_advisory_unlock(p_release);
+    END IF;
+    IF p_release_key IS NOT NULL THEN
+        PERFORM pg_advisory_unlock(1718772481, hashtext(p_release_key));
+    END IF;
+    IF p_batch IS NOT NULL THEN
+        PERFORM ferryman_finish_batch(p_batch);
+    END IF;
+    FOR cand IN
+        SELECT id, concurrency_key FROM ferryman_jobs
+        WHERE status = 'ready' AND queue = p_queue AND run_at <= now()
+        ORDER BY priority DESC, id
+        LIMIT p_window
+    LOOP
+        CONTINUE WHEN NOT pg_try_advisory_lock(cand.id);
+        IF cand.concurrency_key IS NOT NULL
+           AND NOT pg_try_advisory_lock(1718772481, hashtext(cand.concurrency_key)) THEN
+            PERFORM pg_advisory_unlock(cand.id);
+            CONTINUE;
+        END IF;
+        SELECT * INTO claimed FROM ferryman_jobs WHERE id = cand.id AND status = 'ready';
+        IF FOUND THEN
+            RETURN NEXT claimed;
+            RETURN;
+        END IF;
+        PERFORM pg_advisory_unlock(cand.id);
+        IF cand.concurrency_key IS NOT NULL THEN
+            PERFORM pg_advisory_unlock(1718772481, hashtext(cand.concurrency_key));
+        END IF;
+    END LOOP;
 END
 $$;
