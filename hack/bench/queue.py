@@ -18,13 +18,12 @@ import sys
 if sys.path and sys.path[0] == __import__("os").path.dirname(__file__):
     sys.path.pop(0)
 
-import argparse  # noqa: E402
-import contextlib  # noqa: E402
+import argparse
+import contextlib
 import json
 import os
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 

@@ -351,39 +351,35 @@ def format_seconds(seconds: float) -> str:
 
 
 def make_pki(pki: Path) -> None:
-    """A CA; the API server's serving certificate; client certificates; the service-account key."""
+    """Two CAs (the cluster's, and the front proxy's for request-header authentication), the API
+    server's serving certificate, client certificates, and the service-account signing key."""
+    from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     pki.mkdir(parents=True, exist_ok=True)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = sign(ca_key, "ferryman-controlplane-ca", None, ca_key, None)
-    write_pair(pki, "ca", ca, ca_key)
     hosts = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"]
     hosts += ["kubernetes.default.svc.cluster.local", "127.0.0.1", "10.0.0.1"]
-    clients = {
-        "apiserver": ("kube-apiserver", None, hosts),
-        "admin": ("ferryman-admin", "system:masters", None),
-        "controller-manager": ("system:kube-controller-manager", None, None),
+    issued = {  # name: (issuer, common name, organization, server names)
+        "apiserver": ("ca", "kube-apiserver", None, hosts),
+        "admin": ("ca", "ferryman-admin", "system:masters", None),
+        "controller-manager": ("ca", "system:kube-controller-manager", None, None),
+        "front-proxy-client": ("front-proxy-ca", "front-proxy-client", None, None),
     }
-    for name, (cn, org, sans) in clients.items():
+    cas = {}
+    for name in ("ca", "front-proxy-ca"):
         key = ec.generate_private_key(ec.SECP256R1())
-        write_pair(pki, name, sign(key, cn, org, ca_key, ca, sans=sans), key)
+        cas[name] = (key, sign(key, f"ferryman-{name}", None, key, None))
+        write_pair(pki, name, cas[name][1], key)
+    for name, (issuer, common_name, organization, sans) in issued.items():
+        key = ec.generate_private_key(ec.SECP256R1())
+        ca_key, ca = cas[issuer]
+        write_pair(pki, name, sign(key, common_name, organization, ca_key, ca, sans=sans), key)
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     write_key(pki / "sa.key", sa_key)
-    public = sa_key.public_key().public_bytes(PEM(), SPKI())
+    public = sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     (pki / "sa.pub").write_bytes(public)
-
-
-def PEM() -> Any:
-    from cryptography.hazmat.primitives import serialization
-
-    return serialization.Encoding.PEM
-
-
-def SPKI() -> Any:
-    from cryptography.hazmat.primitives import serialization
-
-    return serialization.PublicFormat.SubjectPublicKeyInfo
 
 
 def sign(
@@ -439,14 +435,17 @@ def alt_names(hosts: list[str]) -> list[Any]:
 
 
 def write_pair(pki: Path, name: str, cert: Any, key: Any) -> None:
-    (pki / f"{name}.crt").write_bytes(cert.public_bytes(PEM()))
+    from cryptography.hazmat.primitives import serialization
+
+    (pki / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     write_key(pki / f"{name}.key", key)
 
 
 def write_key(path: Path, key: Any) -> None:
     from cryptography.hazmat.primitives import serialization
 
-    data = key.private_bytes(PEM(), serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    encoding, pkcs8 = serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8
+    data = key.private_bytes(encoding, pkcs8, serialization.NoEncryption())
     path.touch(mode=0o600)
     path.write_bytes(data)
 
@@ -663,11 +662,19 @@ def start_apiserver(state: State, tools: dict[str, Path]) -> tuple[subprocess.Po
         f"--etcd-servers={state.info['etcd']}",
         "--bind-address=127.0.0.1",
         "--advertise-address=127.0.0.1",
+        "--endpoint-reconciler-type=none",  # it refuses loopback; no pod would use it anyway
         f"--secure-port={port}",
         f"--cert-dir={pki}",
         f"--tls-cert-file={pki / 'apiserver.crt'}",
         f"--tls-private-key-file={pki / 'apiserver.key'}",
         f"--client-ca-file={pki / 'ca.crt'}",
+        f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+        f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
         f"--service-account-key-file={pki / 'sa.pub'}",
         f"--service-account-signing-key-file={pki / 'sa.key'}",
@@ -819,6 +826,9 @@ def default_state_dir() -> Path:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    if all(path.exists() for path in binaries().values()):
+        log(f"all binaries are in the cache: {cp_cache() / 'bin'}")
+        return 0
     started = time.monotonic()
     for name, path in build(args.jobs).items():
         log(f"{name:<24} {path}")

@@ -42,14 +42,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def build() -> str:
     """Run `hack/controlplane build`, showing its progress; return "" or why it failed."""
-    proc = subprocess.Popen(
-        [str(CONTROLPLANE), "build"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
     last = collections.deque[str](maxlen=60)
-    for line in proc.stdout or ():
-        sys.stderr.write(line)
-        last.append(line)
-    if proc.wait() == 0:
+    with subprocess.Popen(
+        [str(CONTROLPLANE), "build"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        for line in proc.stdout or ():
+            sys.stderr.write(line)
+            last.append(line)
+    if proc.returncode == 0:
         return ""
     return f"hack/controlplane build failed (exit {proc.returncode}):\n{''.join(last)}"
 

@@ -53,13 +53,15 @@ def kubectl_watch(controlplane: Any, *args: str) -> Iterator[Callable[..., dict[
         [*argv, "-o", "json"], env=controlplane.env, stdout=subprocess.PIPE, text=True
     ) as proc:
 
-        def read() -> None:  # kubectl prints each event as indented JSON ending in "}" alone
-            lines: list[str] = []
+        def read() -> None:  # an event a line (kubectl prints them compact), or several lines
+            pending = ""
             for line in proc.stdout or ():
-                lines.append(line)
-                if line.rstrip("\n") == "}":
-                    events.put(json.loads("".join(lines)))
-                    lines = []
+                pending += line
+                try:
+                    events.put(json.loads(pending))
+                    pending = ""
+                except json.JSONDecodeError:
+                    continue
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
@@ -78,12 +80,18 @@ def kubectl_watch(controlplane: Any, *args: str) -> Iterator[Callable[..., dict[
             reader.join(timeout=10)
 
 
-def test_the_crd_is_established_and_its_schema_is_published(controlplane: Any, widgets: None):
+def test_the_crd_is_established_and_its_schema_is_published(
+    controlplane: Any, widgets: None, wait_for: Any
+):
     crd = controlplane.kubectl_json("get", "crd", "widgets.tests.ferryman.dev")
     conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
     assert conditions["Established"] == "True"
     assert conditions["NamesAccepted"] == "True"
-    explained = controlplane.kubectl("explain", "widgets.spec.color").stdout
+
+    def explain() -> str:  # the OpenAPI document is published shortly after Established
+        return str(controlplane.kubectl("explain", "widgets.spec.color", check=False).stdout)
+
+    explained = wait_for(explain)
     assert "FIELD: color <string>" in explained
     assert "ENUM:" in explained and "red" in explained
 
