@@ -128,14 +128,19 @@ def running_controlplane(state_dir: Path, *up_args: str) -> Iterator[ControlPlan
         assert down.returncode == 0, down.stderr
 
 
+def require_build(request: pytest.FixtureRequest) -> None:
+    """Fail (never skip) with the reason the build failed."""
+    failure = request.config.stash.get(BUILD_FAILURE, "")
+    if failure:
+        pytest.fail(failure, pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def controlplane(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
     """One control plane for the session, with kube-controller-manager."""
-    failure = request.config.stash.get(BUILD_FAILURE, "")
-    if failure:
-        pytest.fail(failure, pytrace=False)
+    require_build(request)
     state_dir = tmp_path_factory.mktemp("controlplane") / "state"
     with running_controlplane(state_dir, "--watch-pid", str(os.getpid())) as plane:
         yield plane
@@ -183,8 +188,11 @@ def wait_for() -> Callable[..., Any]:
 
 
 @pytest.fixture(scope="session")
-def start_controlplane() -> Callable[..., contextlib.AbstractContextManager[ControlPlane]]:
+def start_controlplane(
+    request: pytest.FixtureRequest,
+) -> Callable[..., contextlib.AbstractContextManager[ControlPlane]]:
     """`with start_controlplane(state_dir, *up_args) as plane:` another control plane."""
+    require_build(request)
     return running_controlplane
 
 
