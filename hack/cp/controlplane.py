@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A real Kubernetes control plane for tests and local use, built from the Go module proxy.
 
-    build   compile etcd, kube-apiserver, kube-controller-manager, kubectl and helm at the versions
-            pinned below into the cache (a binary that is present is never rebuilt)
+    build   compile etcd, kube-apiserver, kube-controller-manager, kubectl and helm, at the
+            versions pinned in hack/cp/controlplane.py, into the cache (never rebuilt once there)
     up      build if needed, then start etcd, kube-apiserver and kube-controller-manager on free
             loopback ports with a fresh CA; write an admin kubeconfig; wait until they are ready
     down    stop what `up` started (by process id) and remove its state directory
@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import datetime
 import fcntl
+import http.client
 import ipaddress
 import json
 import os
@@ -36,7 +37,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -517,6 +517,14 @@ class State:
 
 def start_time(pid: int) -> str | None:
     """The process's start time in clock ticks (guards against a recycled process id)."""
+    if not Path("/proc/self/stat").exists():  # not Linux: existence only, no recycling guard
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return "unknown"
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -621,7 +629,7 @@ def http_ok(url: str, context: ssl.SSLContext | None = None, expect: str = "ok")
         with urllib.request.urlopen(url, timeout=5, context=context) as response:
             body = response.read().decode()
             return response.status == 200 and expect in body
-    except (OSError, urllib.error.URLError):
+    except (OSError, http.client.HTTPException):  # URLError is an OSError
         return False
 
 
@@ -711,7 +719,8 @@ def start_controller_manager(
         f"--controllers={','.join(CONTROLLERS)}",
     ]
     proc = spawn(state, "kube-controller-manager", argv)
-    insecure = ssl._create_unverified_context()  # its serving certificate is self-signed
+    insecure = ssl.create_default_context()  # its serving certificate is self-signed
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
     account = f"{state.info['server']}/api/v1/namespaces/default/serviceaccounts/default"
     context = admin_context(pki)
 
@@ -771,13 +780,25 @@ def up(directory: Path, controller_manager: bool, watch_pid: int | None, timeout
 
 
 def prepare(directory: Path) -> None:
+    """An empty state directory; a stale one (its processes gone) is cleared first."""
     existing = State.load(directory)
     if existing and any(alive(p) for p in existing.processes):
         raise ControlPlaneError(f"a control plane is already up in {directory} (run `down`)")
-    if directory.exists():
-        shutil.rmtree(directory)
+    remove_state(directory)
     directory.mkdir(parents=True)
+    (directory / MARKER).touch()
     (directory / "logs").mkdir()
+
+
+MARKER = ".ferryman-controlplane"  # only a directory holding this file is ever deleted
+
+
+def remove_state(directory: Path) -> None:
+    if not directory.exists():
+        return
+    if not (directory / MARKER).exists() and any(directory.iterdir()):
+        raise ControlPlaneError(f"{directory} is not empty and not a control plane's state")
+    shutil.rmtree(directory)
 
 
 def link_tools(state: State, tools: dict[str, Path]) -> None:
@@ -810,8 +831,8 @@ def down(directory: Path, keep_logs: bool = False) -> list[str]:
             stopped.append(f"{process['name']} (pid {process['pid']})")
     if keep_logs:
         (directory / "state.json").unlink(missing_ok=True)
-    elif directory.exists():
-        shutil.rmtree(directory)
+    else:
+        remove_state(directory)
     return stopped
 
 
@@ -874,15 +895,17 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="hack/controlplane",
-        description=(__doc__ or "").split("\n\n")[0],
-        epilog="Commands: " + ", ".join(("build", "up", "down", "env")),
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = top.add_subparsers(dest="command", required=True)
+    sub = top.add_subparsers(dest="command", required=True, metavar="{build,up,down,env}")
     build_cmd = sub.add_parser("build", help="compile the binaries into the cache")
     build_cmd.add_argument("--jobs", type=int, default=default_jobs(), help="go build -p")
     build_cmd.set_defaults(func=cmd_build)
     up_cmd = sub.add_parser("up", help="build if needed, start a control plane, wait for it")
-    up_cmd.add_argument("--no-controller-manager", action="store_true", help="etcd + apiserver")
+    up_cmd.add_argument(
+        "--no-controller-manager", action="store_true", help="start only etcd and kube-apiserver"
+    )
     up_cmd.add_argument("--watch-pid", type=int, help="run `down` when this process has exited")
     up_cmd.add_argument("--timeout", type=float, default=180.0, help="seconds to be ready")
     up_cmd.set_defaults(func=cmd_up)

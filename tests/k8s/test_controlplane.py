@@ -118,3 +118,14 @@ def test_up_refuses_a_state_dir_that_is_up_and_env_needs_one(
     assert nothing.stdout == ""
     down = controlplane_cli("down", "--state-dir", str(tmp_path / "none"))
     assert down.returncode == 0
+
+
+def test_a_foreign_directory_is_never_deleted(controlplane_cli: Any, tmp_path: Path):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    for command in ("up", "down"):
+        result = controlplane_cli(command, "--state-dir", str(precious))
+        assert result.returncode == 1
+        assert "not a control plane's state" in result.stderr
+    assert (precious / "notes.txt").read_text() == "keep me"
