@@ -5,6 +5,7 @@ Messages say what went wrong and what to do about it, and never contain a secret
 
     FerrymanError
     ├── ConfigurationError        bad settings, lanes, pool sizes: refused at start-up
+    │   └── RunSpecError          a MigrationRun document is invalid (every problem, one a line)
     ├── DatabaseError             PostgreSQL unreachable or refused a statement (wraps psycopg)
     │   └── MigrationError        a schema migration failed or the schema is out of date
     └── QueueError                misuse of the queue's public API
@@ -21,6 +22,14 @@ class FerrymanError(Exception):
 
 class ConfigurationError(FerrymanError):
     """A setting is invalid; the message names the setting and the fix."""
+
+
+class RunSpecError(ConfigurationError):
+    """A MigrationRun document is invalid; each of ``problems`` reads ``path: what to fix``."""
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems or (message,)
 
 
 class DatabaseError(FerrymanError):
