@@ -1,6 +1,8 @@
 """The named queries of ``sql/queries.sql``, loaded once.
 
 Each query starts with a ``-- name: <name>`` line; the text up to the next one is the query.
+``queries.sql`` holds the capsule's, ``engine.sql`` the engine's; a provider keeps the SQL of its
+destination tables in its own package's ``sql/`` folder.
 Query text is a ``LiteralString`` so psycopg's typing accepts it as trusted SQL.
 """
 
@@ -14,8 +16,8 @@ _MARKER = "-- name:"
 
 
 @functools.cache
-def _load(filename: str) -> dict[str, LiteralString]:
-    text = importlib.resources.files("ferryman_worker.db").joinpath("sql", filename).read_text()
+def _load(filename: str, package: str = "ferryman_worker.db") -> dict[str, LiteralString]:
+    text = importlib.resources.files(package).joinpath("sql", filename).read_text()
     queries: dict[str, LiteralString] = {}
     for chunk in text.split(_MARKER)[1:]:
         name, _, body = chunk.partition("\n")
@@ -23,9 +25,11 @@ def _load(filename: str) -> dict[str, LiteralString]:
     return queries
 
 
-def get(name: str, filename: str = "queries.sql") -> LiteralString:
-    """The query called ``name`` in ``sql/<filename>``; KeyError names what exists."""
-    queries = _load(filename)
+def get(
+    name: str, filename: str = "queries.sql", package: str = "ferryman_worker.db"
+) -> LiteralString:
+    """The query called ``name`` in ``<package>/sql/<filename>``; KeyError names what exists."""
+    queries = _load(filename, package)
     try:
         return queries[name]
     except KeyError:

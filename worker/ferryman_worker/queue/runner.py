@@ -15,6 +15,7 @@ import logging
 import random
 import traceback
 from collections.abc import Iterator
+from typing import Any
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
@@ -57,6 +58,8 @@ class JobContext:
 
     job: JobRecord
     conn: Connection
+    resources: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """What the worker process shares with its jobs (e.g. the engine's runtime)."""
     completed: bool = False
 
     @contextlib.contextmanager
@@ -80,6 +83,7 @@ class Runner:
     registry: Registry
     backoff: Backoff
     gauge: PressureGauge
+    resources: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def run(self, conn: Connection, job: JobRecord) -> Outcome:
         """Run ``job`` on ``conn`` and commit its outcome. The claim is still held on return."""
@@ -93,7 +97,7 @@ class Runner:
                 {"id": job.id, "run_at": self.backoff.after(job.deferrals + 1)},
             )
             return Outcome.DEFERRED
-        ctx = JobContext(job, conn)
+        ctx = JobContext(job, conn, self.resources)
         token = current_batch.set(job.batch_id)
         try:
             args = (ctx, *job.args) if target.pass_context else tuple(job.args)

@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import psycopg_pool
@@ -50,7 +51,11 @@ class Worker:
     """One capsule process. ``start`` returns once the threads run; ``stop`` ends them."""
 
     def __init__(
-        self, settings: Settings, database_url: str, registry: Registry | None = None
+        self,
+        settings: Settings,
+        database_url: str,
+        registry: Registry | None = None,
+        resources: dict[str, Any] | None = None,
     ) -> None:
         self.settings = settings
         self.registry = registry or default_registry
@@ -61,6 +66,7 @@ class Worker:
             self.registry,
             runner.Backoff(settings.backoff_base, settings.backoff_cap),
             PressureGauge(settings.pressure_threshold),
+            resources or {},
         )
         self.poller = Poller(
             self.lanes, settings.poll_interval, self.stopping, someone_died=self._reap_dead_workers

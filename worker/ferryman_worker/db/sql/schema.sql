@@ -2,6 +2,9 @@
 -- (a test checks it). Read this to learn the tables; change it together with a new migration.
 -- A claim is a session advisory lock on the job id (bigint key space), never a state field.
 
+-- ---- from migrations/0001_capsule.sql
+-- The capsule: jobs, batches and worker processes.
+
 CREATE TABLE ferryman_jobs (
     id              bigserial   PRIMARY KEY,
     queue           text        NOT NULL,
@@ -167,3 +170,142 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- ---- from migrations/0002_engine.sql
+-- The migration engine: runs, tasks, the ledger, row errors and rate-limit budgets.
+
+-- A run: admitted through a partial unique index, one live run per workspace.
+CREATE TABLE ferryman_runs (
+    id             bigserial   PRIMARY KEY,
+    name           text        NOT NULL UNIQUE,     -- namespace/name of the MigrationRun
+    workspace      text        NOT NULL,
+    provider       text        NOT NULL,
+    base_url       text        NOT NULL,
+    credential     jsonb       NOT NULL,            -- the Secret reference, never the secret
+    kinds          text[]      NOT NULL,
+    phases         jsonb       NOT NULL,            -- [[kind, ...], ...] in order
+    options        jsonb       NOT NULL,            -- stripes, page_size, window_size, ...
+    state          text        NOT NULL DEFAULT 'running'
+                   CHECK (state IN ('running', 'succeeded', 'failed', 'cancelled')),
+    suspended      boolean     NOT NULL DEFAULT false,
+    phase          integer     NOT NULL DEFAULT 0,  -- index into phases; the barrier moves it
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    started_at     timestamptz NOT NULL DEFAULT now(),
+    finished_at    timestamptz,
+    heartbeat_at   timestamptz NOT NULL DEFAULT now(),
+    error          text
+);
+CREATE UNIQUE INDEX ferryman_runs_one_live ON ferryman_runs (workspace) WHERE state = 'running';
+
+-- A task: the unit of scheduling and retry. Owns a cursor and how far it got (processed_offset).
+CREATE TABLE ferryman_tasks (
+    id               bigserial   PRIMARY KEY,
+    run_id           bigint      NOT NULL REFERENCES ferryman_runs (id) ON DELETE CASCADE,
+    phase            integer     NOT NULL,
+    kind             text        NOT NULL,
+    cursor_key       text        NOT NULL,
+    cursor           jsonb       NOT NULL,
+    status           text        NOT NULL DEFAULT 'pending'
+                     CHECK (status IN ('pending', 'queued', 'running', 'done', 'failed',
+                                       'cancelled')),
+    processed_offset integer     NOT NULL DEFAULT 0,
+    job_id           bigint,                         -- the queue job that claimed it
+    attempts         integer     NOT NULL DEFAULT 0,
+    rows_written     integer     NOT NULL DEFAULT 0,
+    rows_skipped     integer     NOT NULL DEFAULT 0, -- already in the ledger: written before
+    rows_failed      integer     NOT NULL DEFAULT 0, -- malformed: rolled back, in row errors
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    claimed_at       timestamptz,
+    heartbeat_at     timestamptz,
+    finished_at      timestamptz,
+    error            text,
+    UNIQUE (run_id, kind, cursor_key)
+);
+CREATE INDEX ferryman_tasks_open ON ferryman_tasks (run_id, phase, status)
+    WHERE status IN ('pending', 'queued', 'running');
+
+-- Every source row written, in the same transaction as the write: a retried page, a resumed
+-- task, a shifted offset never writes a row twice. row_id resolves foreign keys.
+CREATE TABLE ferryman_ledger (
+    workspace text   NOT NULL,
+    kind      text   NOT NULL,
+    source_id text   NOT NULL,
+    row_id    bigint NOT NULL,
+    run_id    bigint NOT NULL,
+    PRIMARY KEY (workspace, kind, source_id)
+);
+
+-- Rows rolled back as malformed, with their reason. They hold no ledger slot.
+CREATE TABLE ferryman_row_errors (
+    id        bigserial   PRIMARY KEY,
+    run_id    bigint      NOT NULL REFERENCES ferryman_runs (id) ON DELETE CASCADE,
+    task_id   bigint      NOT NULL,
+    kind      text        NOT NULL,
+    source_id text,
+    reason    text        NOT NULL,
+    at        timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (run_id, kind, source_id)
+);
+
+-- One budget per source credential, shared by every worker: leased in chunks, not per call.
+CREATE TABLE ferryman_rate_budgets (
+    credential   text             PRIMARY KEY,   -- a hash of base URL and token, never the token
+    tokens       double precision NOT NULL,
+    capacity     double precision NOT NULL,
+    refill_per_s double precision NOT NULL,
+    refilled_at  timestamptz      NOT NULL DEFAULT now(),
+    paused_until timestamptz      NOT NULL DEFAULT 'epoch'
+);
+
+-- ---- from migrations/0003_democrm.sql
+-- Destination tables of the built-in democrm provider. Each row carries its workspace and
+-- source id; foreign keys are resolved through the ledger (source id -> row id).
+
+CREATE TABLE crm_organizations (
+    id         bigserial    PRIMARY KEY,
+    workspace  text         NOT NULL,
+    source_id  bigint       NOT NULL,
+    name       varchar(255) NOT NULL,
+    domain     varchar(255),
+    created_at timestamptz
+);
+
+CREATE TABLE crm_people (
+    id              bigserial    PRIMARY KEY,
+    workspace       text         NOT NULL,
+    source_id       bigint       NOT NULL,
+    organization_id bigint       REFERENCES crm_organizations (id),
+    name            varchar(255) NOT NULL,
+    email           varchar(255),
+    phone           varchar(64)
+);
+
+CREATE TABLE crm_deals (
+    id              bigserial     PRIMARY KEY,
+    workspace       text          NOT NULL,
+    source_id       bigint        NOT NULL,
+    organization_id bigint        REFERENCES crm_organizations (id),
+    title           varchar(255)  NOT NULL,
+    value           numeric(14, 2),
+    currency        varchar(3),
+    stage           varchar(64),
+    status          varchar(32)
+);
+
+CREATE TABLE crm_deal_people (
+    deal_id   bigint NOT NULL REFERENCES crm_deals (id),
+    person_id bigint NOT NULL REFERENCES crm_people (id),
+    PRIMARY KEY (deal_id, person_id)
+);
+
+CREATE TABLE crm_messages (
+    id        bigserial    PRIMARY KEY,
+    workspace text         NOT NULL,
+    source_id bigint       NOT NULL,
+    deal_id   bigint       REFERENCES crm_deals (id),
+    subject   varchar(255) NOT NULL,
+    sender    varchar(255),
+    sent_at   timestamptz,
+    body      text
+);
+

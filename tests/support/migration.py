@@ -1,0 +1,127 @@
+"""Running migration runs in tests: admission, an in-process worker with the engine, and the
+check of a destination against the demo CRM's ground truth."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from workers import wait_for
+
+from ferryman_worker.db import connect
+from ferryman_worker.engine import runs
+from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime, credential_env_var
+from ferryman_worker.queue.worker import Worker
+from ferryman_worker.settings import Settings
+
+SECRET = {"name": "democrm-token", "key": "token"}
+TABLES = {
+    "organizations": "crm_organizations",
+    "people": "crm_people",
+    "deals": "crm_deals",
+    "messages": "crm_messages",
+}
+
+
+def options(**changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "stripes": 4,
+        "page_size": 500,
+        "window_size": 25,
+        "max_in_flight": 8,
+        "fetch_threads": 4,
+        "deals_per_task": 10,
+        "rate_limit": None,
+    }
+    return {**base, **changes}
+
+
+def request(
+    url: str,
+    name: str = "run-1",
+    workspace: str = "acme",
+    kinds: list[str] | None = None,
+    **option_changes: Any,
+) -> runs.RunRequest:
+    return runs.RunRequest(
+        name=name,
+        workspace=workspace,
+        provider="democrm",
+        base_url=url,
+        credential=SECRET,
+        kinds=kinds or [],
+        options=options(**option_changes),
+    )
+
+
+@contextlib.contextmanager
+def credential(api_key: str) -> Iterator[None]:
+    variable = credential_env_var(SECRET["name"], SECRET["key"])
+    os.environ[variable] = api_key
+    try:
+        yield
+    finally:
+        os.environ.pop(variable, None)
+
+
+@contextlib.contextmanager
+def engine_worker(db_url: str, lanes: str = "migrations:4", **settings: Any) -> Iterator[Worker]:
+    runtime = EngineRuntime()
+    worker = Worker(Settings(lanes=lanes, **settings), db_url, resources={RESOURCE: runtime})
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop(grace=10)
+        runtime.close()
+
+
+def start_run(db_url: str, req: runs.RunRequest) -> int:
+    with connect.connect(db_url) as conn:
+        run = runs.admit(conn, req)
+        runs.start(conn, run)
+        return int(run["id"])
+
+
+def state(db_url: str, run_id: int) -> dict[str, Any]:
+    with connect.connect(db_url) as conn:
+        return runs.progress(conn, run_id)[0]
+
+
+def wait_finished(db_url: str, run_id: int, timeout: float = 120) -> dict[str, Any]:
+    wait_for(
+        lambda: state(db_url, run_id)["state"] != "running", timeout, f"run {run_id}", interval=0.1
+    )
+    return state(db_url, run_id)
+
+
+def check_against_truth(
+    db_url: str,
+    truth: dict[str, Any],
+    workspace: str = "acme",
+    kinds: tuple[str, ...] = tuple(TABLES),
+) -> None:
+    """Destination = truth minus malformed; malformed = exactly the recorded row errors."""
+    with connect.connect(db_url) as conn:
+        for kind in kinds:
+            table = TABLES[kind]
+            rows = conn.execute(
+                f"SELECT source_id FROM {table} WHERE workspace = %s",  # type: ignore[arg-type]
+                (workspace,),
+            ).fetchall()
+            got = [int(r["source_id"]) for r in rows]
+            malformed = {int(i) for i in truth[kind]["malformed"]}
+            expected = set(truth[kind]["ids"]) - malformed
+            assert len(got) == len(set(got)), f"{kind}: a source row was written twice"
+            assert set(got) == expected, f"{kind}: {len(set(got) ^ expected)} rows differ"
+            errors = conn.execute(
+                "SELECT source_id FROM ferryman_row_errors WHERE kind = %s", (kind,)
+            ).fetchall()
+            assert {int(e["source_id"]) for e in errors} == malformed, f"{kind}: row errors"
+            ledger = conn.execute(
+                "SELECT count(*) AS n FROM ferryman_ledger WHERE kind = %s AND workspace = %s",
+                (kind, workspace),
+            ).fetchone()
+            assert ledger is not None and ledger["n"] == len(expected)

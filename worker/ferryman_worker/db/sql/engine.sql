@@ -1,0 +1,193 @@
+-- Named queries of the migration engine (runs, phases, tasks, ledger, row errors, budgets).
+
+-- name: admit_run
+-- One live run per workspace: the partial unique index refuses a second, even under a race.
+INSERT INTO ferryman_runs (name, workspace, provider, base_url, credential, kinds, phases, options)
+VALUES (%(name)s, %(workspace)s, %(provider)s, %(base_url)s, %(credential)s, %(kinds)s,
+        %(phases)s, %(options)s)
+RETURNING *;
+
+-- name: live_run_of_workspace
+SELECT id, name FROM ferryman_runs WHERE workspace = %(workspace)s AND state = 'running';
+
+-- name: run_by_name
+SELECT * FROM ferryman_runs WHERE name = %(name)s;
+
+-- name: run_by_id
+SELECT * FROM ferryman_runs WHERE id = %(run_id)s;
+
+-- name: lock_run
+-- Serialises the finishing tasks of one run: the barrier's check then sees every other
+-- finisher's commit.
+SELECT * FROM ferryman_runs WHERE id = %(run_id)s FOR NO KEY UPDATE;
+
+-- name: run_gate
+SELECT state, suspended, phase FROM ferryman_runs WHERE id = %(run_id)s;
+
+-- name: seed_tasks
+-- Tasks given as parallel arrays; a task that exists already (same cursor key) is left alone.
+INSERT INTO ferryman_tasks (run_id, phase, kind, cursor_key, cursor)
+SELECT %(run_id)s, %(phase)s, k, ck, c
+  FROM unnest(%(kinds)s::text[], %(cursor_keys)s::text[], %(cursors)s::jsonb[]) AS t(k, ck, c)
+ON CONFLICT (run_id, kind, cursor_key) DO NOTHING
+RETURNING id;
+
+-- name: seed_tree_tasks
+-- Discovery for a tree kind: the parents written so far (from the ledger), N per task.
+INSERT INTO ferryman_tasks (run_id, phase, kind, cursor_key, cursor)
+SELECT %(run_id)s, %(phase)s, %(kind)s, %(kind)s || ':' || min(sid),
+       jsonb_build_object('parents', jsonb_agg(sid ORDER BY sid))
+  FROM (SELECT source_id::bigint AS sid,
+               (row_number() OVER (ORDER BY source_id::bigint) - 1) / %(per_task)s AS bucket
+          FROM ferryman_ledger
+         WHERE workspace = %(workspace)s AND kind = %(parent_kind)s) parents
+ GROUP BY bucket
+ON CONFLICT (run_id, kind, cursor_key) DO NOTHING
+RETURNING id;
+
+-- name: top_up
+-- Queue the oldest pending tasks of the run's open phase, up to its in-flight limit.
+WITH run AS (
+    SELECT id, phase FROM ferryman_runs
+     WHERE id = %(run_id)s AND state = 'running' AND NOT suspended
+), in_flight AS (
+    SELECT count(*) AS n FROM ferryman_tasks
+     WHERE run_id = %(run_id)s AND status IN ('queued', 'running')
+), picked AS (
+    SELECT t.id FROM ferryman_tasks t JOIN run ON t.run_id = run.id AND t.phase = run.phase
+     WHERE t.status = 'pending'
+     ORDER BY t.id
+     LIMIT greatest(0, %(max_in_flight)s - (SELECT n FROM in_flight))
+       FOR UPDATE OF t SKIP LOCKED
+)
+UPDATE ferryman_tasks t SET status = 'queued' FROM picked WHERE t.id = picked.id
+RETURNING t.id;
+
+-- name: claim_task
+-- Claim or exit: only a pending/queued task of the run's open phase, or the task this same job
+-- held when its worker died (the queue's lock proves no one else runs the job).
+UPDATE ferryman_tasks t
+   SET status = 'running', job_id = %(job_id)s, claimed_at = now(), heartbeat_at = now(),
+       attempts = attempts + 1
+  FROM ferryman_runs r
+ WHERE t.id = %(task_id)s AND r.id = t.run_id
+   AND r.state = 'running' AND NOT r.suspended AND r.phase = t.phase
+   AND (t.status IN ('pending', 'queued') OR (t.status = 'running' AND t.job_id = %(job_id)s))
+RETURNING t.*;
+
+-- name: checkpoint
+-- The window's checkpoint, in the window's transaction.
+UPDATE ferryman_tasks
+   SET processed_offset = %(offset)s, rows_written = rows_written + %(written)s,
+       rows_skipped = rows_skipped + %(skipped)s, rows_failed = rows_failed + %(failed)s,
+       heartbeat_at = now()
+ WHERE id = %(task_id)s AND status = 'running' AND job_id = %(job_id)s
+RETURNING id;
+
+-- name: finish_task
+UPDATE ferryman_tasks SET status = 'done', finished_at = now(), heartbeat_at = now()
+ WHERE id = %(task_id)s AND status = 'running' AND job_id = %(job_id)s
+RETURNING id;
+
+-- name: stop_task
+-- Cancel or suspend reached the task at a window boundary: it gives its claim back.
+UPDATE ferryman_tasks SET status = %(status)s, job_id = NULL
+ WHERE id = %(task_id)s AND status = 'running' AND job_id = %(job_id)s;
+
+-- name: fail_task
+UPDATE ferryman_tasks SET status = 'failed', finished_at = now(), error = %(error)s
+ WHERE id = %(task_id)s AND status = 'running' AND job_id = %(job_id)s
+RETURNING run_id;
+
+-- name: open_tasks_in_phase
+SELECT count(*) AS n FROM ferryman_tasks
+ WHERE run_id = %(run_id)s AND phase = %(phase)s AND status IN ('pending', 'queued', 'running');
+
+-- name: advance_phase
+-- The barrier: only while the phase is still the open one; exactly one finisher gets a row.
+UPDATE ferryman_runs SET phase = phase + 1, heartbeat_at = now()
+ WHERE id = %(run_id)s AND phase = %(phase)s AND state = 'running'
+RETURNING phase;
+
+-- name: finish_run
+UPDATE ferryman_runs SET state = %(state)s, finished_at = now(), error = %(error)s
+ WHERE id = %(run_id)s AND state = 'running'
+RETURNING id;
+
+-- name: beat_run
+UPDATE ferryman_runs SET heartbeat_at = now() WHERE id = %(run_id)s;
+
+-- name: set_suspended
+UPDATE ferryman_runs SET suspended = %(suspended)s WHERE id = %(run_id)s AND state = 'running'
+RETURNING id;
+
+-- name: release_queued_tasks
+-- Suspend or cancel: tasks queued but not started go back to pending (their jobs will exit).
+UPDATE ferryman_tasks SET status = %(status)s
+ WHERE run_id = %(run_id)s AND status = 'queued';
+
+-- name: ledger_written
+-- Which of these source ids of a kind are written already.
+SELECT source_id FROM ferryman_ledger
+ WHERE workspace = %(workspace)s AND kind = %(kind)s AND source_id = ANY(%(source_ids)s::text[]);
+
+-- name: record_row_error
+INSERT INTO ferryman_row_errors (run_id, task_id, kind, source_id, reason)
+VALUES (%(run_id)s, %(task_id)s, %(kind)s, %(source_id)s, %(reason)s)
+ON CONFLICT (run_id, kind, source_id) DO NOTHING;
+
+-- name: run_progress
+-- One aggregate per run: tasks by state and rows, summed from the task rows (no hot counter).
+SELECT r.id, r.name, r.workspace, r.state, r.suspended, r.phase, r.phases, r.kinds,
+       r.created_at, r.started_at, r.finished_at, r.heartbeat_at, r.error,
+       count(t.id) AS tasks_total,
+       count(t.id) FILTER (WHERE t.status = 'done') AS tasks_done,
+       count(t.id) FILTER (WHERE t.status = 'running') AS tasks_running,
+       count(t.id) FILTER (WHERE t.status IN ('pending', 'queued')) AS tasks_waiting,
+       count(t.id) FILTER (WHERE t.status = 'failed') AS tasks_failed,
+       coalesce(sum(t.rows_written), 0) AS rows_written,
+       coalesce(sum(t.rows_skipped), 0) AS rows_skipped,
+       coalesce(sum(t.rows_failed), 0) AS rows_failed
+  FROM ferryman_runs r LEFT JOIN ferryman_tasks t ON t.run_id = r.id
+ WHERE (%(run_id)s::bigint IS NULL OR r.id = %(run_id)s)
+ GROUP BY r.id ORDER BY r.id;
+
+-- name: kind_progress
+SELECT kind, phase, count(*) AS tasks, count(*) FILTER (WHERE status = 'done') AS done,
+       sum(rows_written) AS written, sum(rows_skipped) AS skipped, sum(rows_failed) AS failed,
+       min(claimed_at) AS first_claim, max(finished_at) AS last_finish
+  FROM ferryman_tasks WHERE run_id = %(run_id)s GROUP BY kind, phase ORDER BY phase, kind;
+
+-- name: ensure_budget
+INSERT INTO ferryman_rate_budgets (credential, tokens, capacity, refill_per_s)
+VALUES (%(credential)s, %(capacity)s, %(capacity)s, %(refill_per_s)s)
+ON CONFLICT (credential) DO UPDATE
+   SET capacity = EXCLUDED.capacity, refill_per_s = EXCLUDED.refill_per_s
+ WHERE ferryman_rate_budgets.capacity <> EXCLUDED.capacity
+    OR ferryman_rate_budgets.refill_per_s <> EXCLUDED.refill_per_s;
+
+-- name: lease_tokens
+-- Refill by the time elapsed, then grant up to %(want)s tokens unless the budget is paused.
+WITH current AS (
+    SELECT credential, paused_until,
+           least(capacity, tokens + refill_per_s
+                 * extract(epoch FROM clock_timestamp() - refilled_at)) AS available
+      FROM ferryman_rate_budgets WHERE credential = %(credential)s FOR UPDATE
+), granted AS (
+    SELECT credential, paused_until, available,
+           CASE WHEN paused_until > clock_timestamp() THEN 0
+                ELSE least(available, %(want)s) END AS tokens
+      FROM current
+)
+UPDATE ferryman_rate_budgets b
+   SET tokens = g.available - g.tokens, refilled_at = clock_timestamp()
+  FROM granted g WHERE b.credential = g.credential
+RETURNING g.tokens AS granted, b.refill_per_s,
+          greatest(0, extract(epoch FROM g.paused_until - clock_timestamp())) AS paused_for;
+
+-- name: pause_budget
+-- A 429 with Retry-After: drain the budget and pause it for every worker of the credential.
+UPDATE ferryman_rate_budgets
+   SET tokens = 0, refilled_at = clock_timestamp(),
+       paused_until = greatest(paused_until, clock_timestamp() + make_interval(secs => %(seconds)s))
+ WHERE credential = %(credential)s;

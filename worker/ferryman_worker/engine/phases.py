@@ -1,0 +1,109 @@
+"""Phases: the unit of ordering, and the scheduling that keeps a run's lane share full.
+
+A phase closes at a fenced barrier: the finishing task that finds no open task left in the
+phase moves ``ferryman_runs.phase`` on with a compare-and-set, and that single winner seeds the
+next phase. Finishing tasks of one run lock the run row first, so the barrier's check sees every
+other finisher's commit. Nothing is queued for a phase before it opens: top-up only queues tasks
+of the run's open phase.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from ferryman_worker.db import queries
+from ferryman_worker.db.connect import Connection
+from ferryman_worker.providers import Provider
+
+
+def _q(name: str) -> str:
+    return queries.get(name, "engine.sql")
+
+
+def stripe_cursor(kind: str, start: int) -> tuple[str, dict[str, int]]:
+    """The cursor key and cursor of the page-walk task that starts at ``start``."""
+    return f"{kind}:{start}", {"start": start}
+
+
+def seed_phase(conn: Connection, run: dict[str, Any], provider: Provider, phase: int) -> int:
+    """Create the tasks of ``phase``; returns how many exist for it now."""
+    options = run["options"]
+    for name in run["phases"][phase]:
+        kind = provider.kinds[name]
+        if kind.walk == "pages":
+            _seed_stripes(conn, run["id"], phase, name, options["stripes"], options["page_size"])
+        else:
+            conn.execute(
+                _q("seed_tree_tasks"),
+                {
+                    "run_id": run["id"],
+                    "phase": phase,
+                    "kind": name,
+                    "workspace": run["workspace"],
+                    "parent_kind": kind.parent,
+                    "per_task": options["deals_per_task"],
+                },
+            )
+    return open_tasks(conn, run["id"], phase)
+
+
+def _seed_stripes(
+    conn: Connection, run_id: int, phase: int, kind: str, stripes: int, page_size: int
+) -> None:
+    cursors = [stripe_cursor(kind, stripe * page_size) for stripe in range(stripes)]
+    seed_tasks(conn, run_id, phase, [(kind, key, cursor) for key, cursor in cursors])
+
+
+def seed_tasks(
+    conn: Connection, run_id: int, phase: int, tasks: list[tuple[str, str, dict[str, Any]]]
+) -> None:
+    """Insert (kind, cursor_key, cursor) tasks; existing cursor keys are left alone."""
+    conn.execute(
+        _q("seed_tasks"),
+        {
+            "run_id": run_id,
+            "phase": phase,
+            "kinds": [kind for kind, _, _ in tasks],
+            "cursor_keys": [key for _, key, _ in tasks],
+            "cursors": [Jsonb(cursor) for _, _, cursor in tasks],
+        },
+    )
+
+
+def open_tasks(conn: Connection, run_id: int, phase: int) -> int:
+    row = conn.execute(_q("open_tasks_in_phase"), {"run_id": run_id, "phase": phase}).fetchone()
+    return int(row["n"]) if row else 0
+
+
+def close_if_done(conn: Connection, run: dict[str, Any], provider: Provider) -> None:
+    """The barrier. Call with the run row locked, in the finishing task's transaction: while the
+    open phase has no open task, advance (one winner) and seed the next, or succeed the run."""
+    phase = int(run["phase"])
+    while open_tasks(conn, run["id"], phase) == 0:
+        if phase + 1 >= len(run["phases"]):
+            conn.execute(
+                _q("finish_run"), {"run_id": run["id"], "state": "succeeded", "error": None}
+            )
+            return
+        advanced = conn.execute(
+            _q("advance_phase"), {"run_id": run["id"], "phase": phase}
+        ).fetchone()
+        if advanced is None:
+            return  # someone else closed it: not us
+        phase = int(advanced["phase"])
+        seed_phase(conn, run, provider, phase)
+
+
+def top_up(conn: Connection, run: dict[str, Any]) -> list[int]:
+    """Queue the run's oldest pending tasks of its open phase up to its in-flight limit, and
+    enqueue a job for each, in the caller's transaction. Returns the task ids queued."""
+    from ferryman_worker.engine import tasks  # the task job lives there
+
+    rows = conn.execute(
+        _q("top_up"), {"run_id": run["id"], "max_in_flight": run["options"]["max_in_flight"]}
+    ).fetchall()
+    ids = sorted(int(row["id"]) for row in rows)
+    tasks.enqueue_tasks(conn, run["id"], ids)
+    return ids

@@ -1,0 +1,118 @@
+"""The source's rate limit, leased centrally from a budget in PostgreSQL.
+
+Every worker of one source credential shares one budget row. A process leases tokens in
+chunks (one row update per lease, never per call) and spends them locally; a lease is only
+trusted for ``lease_seconds``, so a pause reaches every process within that time. A 429 with
+``Retry-After`` drains the budget and pauses it for all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+
+from ferryman_worker.db import queries
+from ferryman_worker.db.connect import Connection
+
+UNLIMITED = 1e12
+"""Capacity and refill of a credential with no declared budget: only 429s pause it."""
+
+
+def credential_key(base_url: str, token: str) -> str:
+    """Names a source credential without revealing it."""
+    return hashlib.sha256(f"{base_url}\0{token}".encode()).hexdigest()[:24]
+
+
+def _q(name: str) -> str:
+    return queries.get(name, "engine.sql")
+
+
+class Budget:
+    """This process's view of one credential's budget; thread-safe."""
+
+    def __init__(
+        self,
+        credential: str,
+        capacity: float = UNLIMITED,
+        refill_per_s: float = UNLIMITED,
+        *,
+        chunk: float = 100.0,
+        lease_seconds: float = 2.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.credential = credential
+        self.capacity = capacity
+        self.refill_per_s = refill_per_s
+        self.chunk = chunk if capacity < UNLIMITED else 1e6
+        self.lease_seconds = lease_seconds
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._tokens = 0.0
+        self._leased_at = float("-inf")
+        self._ensured = False
+        self.waited = 0.0
+
+    def reserve(self, conn: Connection, cost: float) -> None:
+        """Block until ``cost`` tokens are this caller's. Call on a job thread, between
+        transactions: a lease is one short autocommit update."""
+        while True:
+            with self._lock:
+                if time.monotonic() - self._leased_at > self.lease_seconds:
+                    self._tokens = 0.0
+                if self._tokens >= cost:
+                    self._tokens -= cost
+                    return
+                wait = self._lease(conn, max(cost, self.chunk) - self._tokens, cost)
+            if wait > 0:
+                self.waited += wait
+                self._sleep(wait)
+
+    def pause(self, conn: Connection, seconds: float) -> None:
+        """The source said 429 / Retry-After: pause every worker of the credential."""
+        with self._lock:
+            self._tokens = 0.0
+            conn.execute(_q("pause_budget"), {"credential": self.credential, "seconds": seconds})
+
+    def _lease(self, conn: Connection, want: float, cost: float) -> float:
+        """Lease up to ``want`` tokens; returns seconds to wait before trying again (0: got)."""
+        if not self._ensured:
+            conn.execute(
+                _q("ensure_budget"),
+                {
+                    "credential": self.credential,
+                    "capacity": self.capacity,
+                    "refill_per_s": self.refill_per_s,
+                },
+            )
+            self._ensured = True
+        row = conn.execute(
+            _q("lease_tokens"), {"credential": self.credential, "want": want}
+        ).fetchone()
+        if row is None:  # the row vanished (a reset database): create it again next time
+            self._ensured = False
+            return 0.1
+        self._tokens += float(row["granted"])
+        self._leased_at = time.monotonic()
+        if float(row["paused_for"]) > 0:
+            return float(row["paused_for"])
+        if self._tokens >= cost:
+            return 0.0
+        return min(5.0, (cost - self._tokens) / max(float(row["refill_per_s"]), 1e-9))
+
+
+class Budgets:
+    """One Budget per credential in this process, so leftovers serve the next task."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._budgets: dict[str, Budget] = {}
+
+    def get(self, credential: str, capacity: float | None, refill_per_s: float | None) -> Budget:
+        with self._lock:
+            budget = self._budgets.get(credential)
+            if budget is None:
+                budget = Budget(credential, capacity or UNLIMITED, refill_per_s or UNLIMITED)
+                self._budgets[credential] = budget
+            return budget

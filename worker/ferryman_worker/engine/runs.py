@@ -1,0 +1,131 @@
+"""Runs: admission (one live run per workspace, decided by the database), start, progress,
+suspend, resume and cancel. What the operator may call goes through ``ferryman_worker.contract``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from ferryman_worker.db import queries
+from ferryman_worker.db.connect import Connection
+from ferryman_worker.engine import phases
+from ferryman_worker.errors import FerrymanError
+from ferryman_worker.providers import load as load_provider
+from ferryman_worker.providers import phases_for
+
+
+class AdmissionRefused(FerrymanError):
+    """The workspace already has a live run; ``live_run`` names it."""
+
+    def __init__(self, workspace: str, live_run: str) -> None:
+        super().__init__(
+            f"workspace {workspace!r} already has a live run, {live_run!r}: wait for it to "
+            "finish, or cancel it, before starting another"
+        )
+        self.workspace = workspace
+        self.live_run = live_run
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """What admission needs; built from a MigrationRun by the contract."""
+
+    name: str
+    workspace: str
+    provider: str
+    base_url: str
+    credential: dict[str, str]
+    kinds: list[str]
+    options: dict[str, Any]
+
+
+def _q(name: str) -> str:
+    return queries.get(name, "engine.sql")
+
+
+def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
+    """Insert the run; AdmissionRefused if the workspace has a live run (even under a race)."""
+    provider = load_provider(request.provider)
+    run_phases = phases_for(provider, request.kinds)
+    params = {
+        "name": request.name,
+        "workspace": request.workspace,
+        "provider": request.provider,
+        "base_url": request.base_url,
+        "credential": Jsonb(request.credential),
+        "kinds": [kind for phase in run_phases for kind in phase],
+        "phases": Jsonb(run_phases),
+        "options": Jsonb(request.options),
+    }
+    try:
+        with conn.transaction():
+            row = conn.execute(_q("admit_run"), params).fetchone()
+    except psycopg.errors.UniqueViolation as exc:
+        if exc.diag.constraint_name != "ferryman_runs_one_live":
+            raise
+        live = conn.execute(
+            _q("live_run_of_workspace"), {"workspace": request.workspace}
+        ).fetchone()
+        raise AdmissionRefused(request.workspace, live["name"] if live else "?") from None
+    assert row is not None
+    return row
+
+
+def start(conn: Connection, run: dict[str, Any]) -> list[int]:
+    """Seed the first phase and queue up to the in-flight limit, in one transaction."""
+    provider = load_provider(run["provider"])
+    with conn.transaction():
+        locked = lock(conn, run["id"])
+        if phases.seed_phase(conn, locked, provider, int(locked["phase"])) == 0:
+            phases.close_if_done(conn, locked, provider)
+            locked = lock(conn, run["id"])
+        return phases.top_up(conn, locked)
+
+
+def lock(conn: Connection, run_id: int) -> dict[str, Any]:
+    row = conn.execute(_q("lock_run"), {"run_id": run_id}).fetchone()
+    if row is None:
+        raise FerrymanError(f"run {run_id} does not exist")
+    return row
+
+
+def by_name(conn: Connection, name: str) -> dict[str, Any] | None:
+    row: dict[str, Any] | None = conn.execute(_q("run_by_name"), {"name": name}).fetchone()
+    return row
+
+
+def progress(conn: Connection, run_id: int | None = None) -> list[dict[str, Any]]:
+    """One aggregate row per run (or for one run): tasks by state and row counts."""
+    return conn.execute(_q("run_progress"), {"run_id": run_id}).fetchall()
+
+
+def kind_progress(conn: Connection, run_id: int) -> list[dict[str, Any]]:
+    return conn.execute(_q("kind_progress"), {"run_id": run_id}).fetchall()
+
+
+def suspend(conn: Connection, run_id: int) -> bool:
+    """Pause a running run: running tasks stop at their next window boundary."""
+    with conn.transaction():
+        done = conn.execute(_q("set_suspended"), {"run_id": run_id, "suspended": True}).fetchone()
+        conn.execute(_q("release_queued_tasks"), {"run_id": run_id, "status": "pending"})
+    return done is not None
+
+
+def resume(conn: Connection, run_id: int) -> list[int]:
+    """Continue a suspended (or stalled) run from its checkpoints."""
+    with conn.transaction():
+        conn.execute(_q("set_suspended"), {"run_id": run_id, "suspended": False})
+        return phases.top_up(conn, lock(conn, run_id))
+
+
+def cancel(conn: Connection, run_id: int, reason: str = "cancelled") -> bool:
+    """End a run for good: its tasks stop at their next window boundary."""
+    with conn.transaction():
+        done = conn.execute(
+            _q("finish_run"), {"run_id": run_id, "state": "cancelled", "error": reason}
+        ).fetchone()
+        conn.execute(_q("release_queued_tasks"), {"run_id": run_id, "status": "cancelled"})
+    return done is not None

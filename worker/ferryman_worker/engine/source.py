@@ -1,0 +1,96 @@
+"""HTTP calls to a source API: one boundary where httpx's errors become ours.
+
+Calls never hold a database connection or an open transaction; rate-limit tokens are reserved
+by the caller (on the job thread) before a call is made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+from typing import Any
+
+import httpx
+
+from ferryman_worker.errors import FerrymanError
+from ferryman_worker.providers import Request
+
+
+class SourceError(FerrymanError):
+    """The source failed the call; ``retryable`` says whether trying again may help."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class RateLimited(SourceError):
+    """HTTP 429: wait ``retry_after`` seconds (the source said so)."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"the source is rate-limiting us for {retry_after:.0f}s", retryable=True)
+        self.retry_after = retry_after
+
+
+@dataclasses.dataclass
+class SourceClient:
+    """A keep-alive HTTP client for one source and credential (thread-safe: httpx.Client)."""
+
+    base_url: str
+    token: str
+    timeout: float = 10.0
+    client: httpx.Client = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.client = httpx.Client(
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"},
+            timeout=httpx.Timeout(self.timeout, connect=5.0),
+            limits=httpx.Limits(max_connections=32, max_keepalive_connections=32),
+        )
+
+    def get(self, request: Request) -> Any:
+        """One GET, decoded; SourceError (RateLimited for 429) on failure. No retry here."""
+        try:
+            response = self.client.get(request.path, params=request.params)
+        except httpx.TimeoutException:
+            raise SourceError(
+                f"GET {request.path} timed out after {self.timeout:g}s", retryable=True
+            ) from None
+        except httpx.TransportError as exc:
+            raise SourceError(
+                f"GET {request.path} failed: {type(exc).__name__}", retryable=True
+            ) from None
+        if response.status_code == 429:
+            raise RateLimited(_retry_after(response))
+        if response.status_code >= 500:
+            raise SourceError(f"GET {request.path}: HTTP {response.status_code}", retryable=True)
+        if response.status_code >= 400:
+            raise SourceError(
+                f"GET {request.path}: HTTP {response.status_code} {response.text[:200]}",
+                retryable=False,
+            )
+        return response.json()
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return max(1.0, float(response.headers.get("Retry-After", "1")))
+    except ValueError:
+        return 1.0
+
+
+@dataclasses.dataclass
+class Retry:
+    """Backoff for retryable source errors inside one task attempt."""
+
+    attempts: int = 6
+    base: float = 0.2
+    cap: float = 10.0
+
+    def sleep(self, attempt: int) -> None:
+        time.sleep(min(self.cap, self.base * 2.0**attempt) * random.uniform(0.5, 1.0))

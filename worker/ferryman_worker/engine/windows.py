@@ -1,0 +1,149 @@
+"""Windows: the unit of atomicity. A window's rows are written in one transaction together with
+the task's checkpoint; each row is isolated.
+
+A record that fails its model is malformed: recorded in ``ferryman_row_errors`` with its reason,
+never written, and it claims no ledger slot. The valid records go to the provider's writer in one
+statement under one savepoint (the writer skips what the ledger holds and claims the ledger slots
+of what it writes, in the same statement). Only if that statement fails does the window go row by
+row, one savepoint per row, so the row the database refuses is rolled back alone and recorded.
+A window of W rows opens at most W + 1 subtransactions: keep W under PostgreSQL's 64.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+from pydantic import ValidationError
+
+from ferryman_worker.db import queries
+from ferryman_worker.db.connect import Connection
+from ferryman_worker.providers import Kind, Provider
+
+LEDGER_KEY = "ferryman_ledger_pkey"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """Where a window goes: the run, workspace and task it is written for."""
+
+    run_id: int
+    task_id: int
+    workspace: str
+    provider: Provider
+    kind: Kind
+
+
+@dataclasses.dataclass
+class Counts:
+    written: int = 0
+    skipped: int = 0
+    failed: int = 0
+
+    def add(self, other: Counts) -> None:
+        self.written += other.written
+        self.skipped += other.skipped
+        self.failed += other.failed
+
+
+def validate(
+    kind: Kind, records: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[tuple[str | None, str]]]:
+    """Split records into valid rows (JSON-able, as the writer takes them) and malformed ones
+    (source id, reason)."""
+    valid: list[dict[str, Any]] = []
+    malformed: list[tuple[str | None, str]] = []
+    for record in records:
+        try:
+            valid.append(kind.model.model_validate(record).model_dump(mode="json"))
+        except ValidationError as exc:
+            malformed.append((_source_id(record), _reason(exc)))
+    return valid, malformed
+
+
+def write(
+    conn: Connection,
+    target: Target,
+    valid: list[dict[str, Any]],
+    malformed: list[tuple[str | None, str]],
+) -> Counts:
+    """Write one window inside the caller's open transaction; returns what happened to it."""
+    counts = Counts()
+    for source_id, reason in malformed:
+        counts.failed += record_error(conn, target, source_id, reason)
+    if not valid:
+        return counts
+    try:
+        with conn.transaction():
+            written = _insert(conn, target, valid)
+        counts.written += written
+        counts.skipped += len(valid) - written
+    except psycopg.Error:
+        counts.add(_row_by_row(conn, target, valid))
+    return counts
+
+
+def record_error(conn: Connection, target: Target, source_id: str | None, reason: str) -> int:
+    """Record a malformed row; 1 if recorded now, 0 if it was recorded before (a resume)."""
+    cursor = conn.execute(
+        queries.get("record_row_error", "engine.sql"),
+        {
+            "run_id": target.run_id,
+            "task_id": target.task_id,
+            "kind": target.kind.name,
+            "source_id": source_id,
+            "reason": reason[:1000],
+        },
+    )
+    return cursor.rowcount
+
+
+def _row_by_row(conn: Connection, target: Target, rows: list[dict[str, Any]]) -> Counts:
+    counts = Counts()
+    for row in rows:
+        try:
+            with conn.transaction():
+                written = _insert(conn, target, [row])
+            counts.written += written
+            counts.skipped += 1 - written
+        except psycopg.errors.UniqueViolation as exc:
+            if exc.diag.constraint_name != LEDGER_KEY:
+                counts.failed += record_error(conn, target, _source_id(row), _db_reason(exc))
+            else:  # another writer committed this source row first: it is written, once
+                counts.skipped += 1
+        except psycopg.Error as exc:
+            counts.failed += record_error(conn, target, _source_id(row), _db_reason(exc))
+    return counts
+
+
+def _insert(conn: Connection, target: Target, rows: list[dict[str, Any]]) -> int:
+    row = conn.execute(
+        target.provider.insert_query(target.kind.name),
+        {
+            "rows": Jsonb(rows),
+            "workspace": target.workspace,
+            "kind": target.kind.name,
+            "run_id": target.run_id,
+        },
+    ).fetchone()
+    return int(row["written"]) if row else 0
+
+
+def _source_id(record: dict[str, Any]) -> str | None:
+    value = record.get("id")
+    return None if value is None else str(value)
+
+
+def _reason(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "record"
+        parts.append(f"{field}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def _db_reason(exc: psycopg.Error) -> str:
+    text = str(exc).strip()
+    return "database refused the row: " + (text.splitlines()[0] if text else type(exc).__name__)

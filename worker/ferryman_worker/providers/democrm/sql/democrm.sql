@@ -1,0 +1,95 @@
+-- Writers of the democrm destination tables. Each takes a window of validated records as a
+-- jsonb array (%(rows)s), skips records the ledger already holds, writes the rest, and claims
+-- their ledger slots in the same statement. Foreign keys resolve through the ledger.
+-- Parameters: %(rows)s, %(workspace)s, %(kind)s, %(run_id)s. Returns the number written.
+
+-- name: insert_organizations
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s)
+        AS r(id bigint, name text, domain text, created_at timestamptz)
+), fresh AS (
+    SELECT i.* FROM input i
+     WHERE NOT EXISTS (SELECT 1 FROM ferryman_ledger l WHERE l.workspace = %(workspace)s
+                          AND l.kind = %(kind)s AND l.source_id = i.id::text)
+), written AS (
+    INSERT INTO crm_organizations (workspace, source_id, name, domain, created_at)
+    SELECT %(workspace)s, id, name, domain, created_at FROM fresh
+    RETURNING id, source_id
+), claimed AS (
+    INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)
+    SELECT %(workspace)s, %(kind)s, source_id::text, id, %(run_id)s FROM written
+)
+SELECT count(*) AS written FROM written;
+
+-- name: insert_people
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s)
+        AS r(id bigint, org_id bigint, name text, email text, phone text)
+), fresh AS (
+    SELECT i.* FROM input i
+     WHERE NOT EXISTS (SELECT 1 FROM ferryman_ledger l WHERE l.workspace = %(workspace)s
+                          AND l.kind = %(kind)s AND l.source_id = i.id::text)
+), written AS (
+    INSERT INTO crm_people (workspace, source_id, organization_id, name, email, phone)
+    SELECT %(workspace)s, f.id, org.row_id, f.name, f.email, f.phone
+      FROM fresh f
+      LEFT JOIN ferryman_ledger org ON org.workspace = %(workspace)s
+            AND org.kind = 'organizations' AND org.source_id = f.org_id::text
+    RETURNING id, source_id
+), claimed AS (
+    INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)
+    SELECT %(workspace)s, %(kind)s, source_id::text, id, %(run_id)s FROM written
+)
+SELECT count(*) AS written FROM written;
+
+-- name: insert_deals
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s)
+        AS r(id bigint, org_id bigint, person_ids jsonb, title text, value numeric,
+             currency text, stage text, status text)
+), fresh AS (
+    SELECT i.* FROM input i
+     WHERE NOT EXISTS (SELECT 1 FROM ferryman_ledger l WHERE l.workspace = %(workspace)s
+                          AND l.kind = %(kind)s AND l.source_id = i.id::text)
+), written AS (
+    INSERT INTO crm_deals (workspace, source_id, organization_id, title, value, currency, stage,
+                           status)
+    SELECT %(workspace)s, f.id, org.row_id, f.title, f.value, f.currency, f.stage, f.status
+      FROM fresh f
+      LEFT JOIN ferryman_ledger org ON org.workspace = %(workspace)s
+            AND org.kind = 'organizations' AND org.source_id = f.org_id::text
+    RETURNING id, source_id
+), claimed AS (
+    INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)
+    SELECT %(workspace)s, %(kind)s, source_id::text, id, %(run_id)s FROM written
+), members AS (
+    INSERT INTO crm_deal_people (deal_id, person_id)
+    SELECT DISTINCT w.id, person.row_id
+      FROM written w
+      JOIN input i ON i.id = w.source_id
+     CROSS JOIN LATERAL jsonb_array_elements_text(i.person_ids) AS p(source_id)
+      JOIN ferryman_ledger person ON person.workspace = %(workspace)s
+            AND person.kind = 'people' AND person.source_id = p.source_id
+)
+SELECT count(*) AS written FROM written;
+
+-- name: insert_messages
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset(%(rows)s)
+        AS r(id bigint, deal_id bigint, subject text, sender text, sent_at timestamptz, body text)
+), fresh AS (
+    SELECT i.* FROM input i
+     WHERE NOT EXISTS (SELECT 1 FROM ferryman_ledger l WHERE l.workspace = %(workspace)s
+                          AND l.kind = %(kind)s AND l.source_id = i.id::text)
+), written AS (
+    INSERT INTO crm_messages (workspace, source_id, deal_id, subject, sender, sent_at, body)
+    SELECT %(workspace)s, f.id, deal.row_id, f.subject, f.sender, f.sent_at, f.body
+      FROM fresh f
+      LEFT JOIN ferryman_ledger deal ON deal.workspace = %(workspace)s
+            AND deal.kind = 'deals' AND deal.source_id = f.deal_id::text
+    RETURNING id, source_id
+), claimed AS (
+    INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)
+    SELECT %(workspace)s, %(kind)s, source_id::text, id, %(run_id)s FROM written
+)
+SELECT count(*) AS written FROM written;
