@@ -1,11 +1,14 @@
 # The two commands of the quickstart, and a few for development. Everything goes through hack/.
-.PHONY: test demo check venv bench clean
+.PHONY: test demo demo-clean check venv bench clean
 
 test:            ## install everything, start what the tests need, run ruff, mypy and pytest
 	hack/test
 
 demo:            ## run the main job on this machine (embedded PostgreSQL unless FERRYMAN_DATABASE_URL)
 	hack/demo
+
+demo-clean:      ## forget the demo's database (the next make demo starts from scratch)
+	rm -rf .state/demo-postgres
 
 check:           ## lint and type-check only
 	hack/check

@@ -34,6 +34,8 @@ def database_url(settings: Settings) -> str:
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from ferryman_worker.db import connect, migrate
+    from ferryman_worker.engine import tasks  # noqa: F401  (registers the migration task job)
+    from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
     from ferryman_worker.queue import worker
 
     worker.import_modules(settings.imports)
@@ -41,7 +43,36 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     if args.migrate:
         with connect.connect(url) as conn:
             migrate.migrate(conn)
-    return worker.Worker(settings, url).run_until_signal()
+    runtime = EngineRuntime(settings.credentials_dir)
+    try:
+        return worker.Worker(settings, url, resources={RESOURCE: runtime}).run_until_signal()
+    finally:
+        runtime.close()
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    from ferryman_worker import localrun
+
+    return localrun.run_file(args.file, database_url(settings), settings)
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    import datetime
+
+    from ferryman_worker import console, contract
+    from ferryman_worker.db import connect
+    from ferryman_worker.engine import runs
+
+    now = datetime.datetime.now(datetime.UTC)
+    with connect.connect(database_url(settings)) as conn:
+        found = contract.progress(conn, args.run)
+        if args.run is not None and not found:
+            raise FerrymanError(f"status: no run named {args.run!r} (use namespace/name)")
+        for run in found:
+            print("\n".join(console.summary(run, runs.kind_progress(conn, run.id), now)))
+        if not found:
+            print("no runs")
+    return 0
 
 
 def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
@@ -126,6 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_worker(commands)
     _add_db(commands)
     _add_jobs(commands)
+    run = commands.add_parser("run", help="run (or resume) a MigrationRun YAML without Kubernetes")
+    run.add_argument("file", help="a MigrationRun YAML, the same kubectl apply takes")
+    run.add_argument("--lanes", help="lanes of the in-process capsule (needs 'migrations')")
+    run.set_defaults(handler=cmd_run)
+    status = commands.add_parser("status", help="progress of every run, or of one")
+    status.add_argument("run", nargs="?", help="namespace/name of the run (default: all)")
+    status.set_defaults(handler=cmd_status)
     reap = commands.add_parser("reap", help="run the repair sweeps once and print what they did")
     reap.set_defaults(handler=cmd_reap)
     demo = commands.add_parser("demo", help="enqueue and run jobs locally, showing progress")

@@ -1,21 +1,73 @@
 """``ferryman reap``: the repair sweeps, run every five minutes by a CronJob.
 
-Each sweep repeats what a finishing job or task would have done; it decides nothing the rows
-don't already say, and is safe to run concurrently with workers and with another reaper.
+Each sweep repeats what a finishing task or job would have done; it decides nothing the rows
+don't already say, and is safe to run concurrently with workers and with another reaper:
+
+- release running tasks whose claim is dead (their job's lock is gone) or stale (30 minutes
+  without a checkpoint): the cursor is intact, the retry resumes;
+- fail runs with a task that failed for good, whose finisher died before failing the run;
+- advance phases that closed without a winner (and finish runs whose last phase closed);
+- refill runs whose tasks in flight are below their limit, oldest run first;
+- the stalled-batch sweep and the pruning of old job rows.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
+from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.engine import phases, runs
+from ferryman_worker.providers import load as load_provider
 from ferryman_worker.queue import admin
 from ferryman_worker.settings import Settings
 
 
+def _q(name: str) -> str:
+    return queries.get(name, "engine.sql")
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineSweeps:
+    released: int
+    failed_runs: int
+    advanced: int
+    refilled_runs: int
+    queued: int
+
+
+def sweep_engine(conn: Connection, stale_after: float) -> EngineSweeps:
+    """The engine's sweeps, in the order in which each makes work for the next."""
+    released = conn.execute(_q("release_dead_claims"), {"stale_after": stale_after}).fetchall()
+    failed = conn.execute(_q("fail_runs_with_failed_tasks")).fetchall()
+    advanced = 0
+    for run in conn.execute(_q("runs_with_closed_phase")).fetchall():
+        with conn.transaction():
+            locked = runs.lock(conn, int(run["id"]))
+            before = (locked["phase"], locked["state"])
+            phases.close_if_done(conn, locked, load_provider(locked["provider"]))
+            after = runs.lock(conn, int(run["id"]))
+            advanced += (after["phase"], after["state"]) != before
+    refilled, queued = 0, 0
+    for run in conn.execute(_q("runs_below_width")).fetchall():
+        with conn.transaction():
+            ids = phases.top_up(conn, runs.lock(conn, int(run["id"])))
+        refilled += bool(ids)
+        queued += len(ids)
+    return EngineSweeps(len(released), len(failed), advanced, refilled, queued)
+
+
 def reap(conn: Connection, settings: Settings) -> list[str]:
     """Run every sweep once; returns one line per sweep saying what it did."""
+    engine = sweep_engine(conn, settings.stale_claim_after)
     batches = admin.sweep_stalled_batches(conn, settings.stalled_batch_after)
     pruned = admin.prune(conn, settings.retention_hours * 3600)
     return [
+        f"dead or stale task claims: {engine.released} task(s) released",
+        f"failed tasks: {engine.failed_runs} run(s) marked failed",
+        f"phases closed without a winner: {engine.advanced} run(s) advanced",
+        f"runs below their in-flight limit: {engine.refilled_runs} run(s) refilled, "
+        f"{engine.queued} task(s) queued",
         f"stalled batches: {batches.stale_members} stale member(s) removed, "
         f"{batches.sealed} sealed, {batches.finished} finished",
         f"prune: {pruned['jobs']} job(s), {pruned['batches']} batch(es), "

@@ -65,6 +65,17 @@ class Settings(BaseSettings):
     heartbeat_interval: float = Field(default=10.0, gt=0)
     """Seconds between a worker process's heartbeats."""
 
+    stale_claim_after: float = Field(default=1800.0, gt=0)
+    """Seconds without a checkpoint after which the reaper releases a running task's claim."""
+
+    credentials_dir: str = "/var/run/secrets/ferryman"
+    """Folder of mounted source-credential Secrets (``<secret name>/<key>``); the environment
+    variable ``FERRYMAN_CREDENTIAL_<NAME>_<KEY>`` wins over a file."""
+
+    reap_interval: float = Field(default=300.0, gt=0)
+    """Seconds between the reaper's sweeps in ``ferryman run`` (the chart's CronJob has its own
+    schedule)."""
+
     stalled_batch_after: float = Field(default=300.0, gt=0)
     """Seconds after which the reaper seals a batch whose enqueuing process never sealed it."""
 

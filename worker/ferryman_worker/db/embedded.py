@@ -12,6 +12,7 @@ import os
 import pathlib
 import signal
 import time
+import warnings
 from typing import Any
 
 from ferryman_worker.errors import ConfigurationError, DatabaseError
@@ -56,7 +57,9 @@ def start(
     folder = pathlib.Path(data_dir) if data_dir else DEFAULT_DIR
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        handle = pgserver.get_server(folder, cleanup_mode=cleanup)
+        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            handle = pgserver.get_server(folder, cleanup_mode=cleanup)
     except Exception as exc:
         raise DatabaseError(f"cannot start the embedded PostgreSQL in {folder}: {exc}") from exc
     return EmbeddedServer(folder, handle)

@@ -181,6 +181,7 @@ class Scope:
                 "task_id": self.task["id"],
                 "job_id": self.ctx.job.id,
                 "offset": offset,
+                "run_id": self.run["id"],
                 "written": counts.written,
                 "skipped": counts.skipped,
                 "failed": counts.failed,

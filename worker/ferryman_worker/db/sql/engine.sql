@@ -76,7 +76,11 @@ UPDATE ferryman_tasks t
 RETURNING t.*;
 
 -- name: checkpoint
--- The window's checkpoint, in the window's transaction.
+-- The window's checkpoint, in the window's transaction; the run's heartbeat, at most every 10 s.
+WITH beat AS (
+    UPDATE ferryman_runs SET heartbeat_at = now()
+     WHERE id = %(run_id)s AND heartbeat_at < now() - interval '10 seconds'
+)
 UPDATE ferryman_tasks
    SET processed_offset = %(offset)s, rows_written = rows_written + %(written)s,
        rows_skipped = rows_skipped + %(skipped)s, rows_failed = rows_failed + %(failed)s,
@@ -191,3 +195,50 @@ UPDATE ferryman_rate_budgets
    SET tokens = 0, refilled_at = clock_timestamp(),
        paused_until = greatest(paused_until, clock_timestamp() + make_interval(secs => %(seconds)s))
  WHERE credential = %(credential)s;
+
+-- name: release_dead_claims
+-- Running tasks whose claim is dead (the claiming job's lock is not held by anyone: its worker
+-- died) or stale (no checkpoint for %(stale_after)s seconds): back to pending, cursor intact.
+-- A stale claimer that wakes up is fenced out at its next checkpoint.
+WITH held AS (
+    SELECT ((l.classid::bigint << 32) | l.objid::bigint) AS job_id
+      FROM pg_locks l
+     WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)
+UPDATE ferryman_tasks t SET status = 'pending', job_id = NULL
+ WHERE t.status = 'running'
+   AND (NOT EXISTS (SELECT 1 FROM held WHERE held.job_id = t.job_id)
+        OR t.heartbeat_at < now() - make_interval(secs => %(stale_after)s))
+RETURNING t.id, t.run_id;
+
+-- name: runs_below_width
+-- Live runs with pending work in their open phase and fewer tasks in flight than their limit,
+-- oldest first.
+SELECT r.* FROM ferryman_runs r
+ WHERE r.state = 'running' AND NOT r.suspended
+   AND EXISTS (SELECT 1 FROM ferryman_tasks t
+                WHERE t.run_id = r.id AND t.phase = r.phase AND t.status = 'pending')
+   AND (SELECT count(*) FROM ferryman_tasks t
+         WHERE t.run_id = r.id AND t.status IN ('queued', 'running'))
+       < (r.options->>'max_in_flight')::integer
+ ORDER BY r.id;
+
+-- name: runs_with_closed_phase
+-- Live runs whose open phase has no open task left: the barrier found no winner.
+SELECT r.* FROM ferryman_runs r
+ WHERE r.state = 'running'
+   AND NOT EXISTS (SELECT 1 FROM ferryman_tasks t
+                    WHERE t.run_id = r.id AND t.phase = r.phase
+                      AND t.status IN ('pending', 'queued', 'running'))
+ ORDER BY r.id;
+
+-- name: fail_runs_with_failed_tasks
+-- Live runs with a task that failed for good, whose finisher died before failing the run.
+UPDATE ferryman_runs r SET state = 'failed', finished_at = now(),
+       error = coalesce(r.error, 'a task failed: ' || (
+           SELECT coalesce(t.error, 'no error recorded') FROM ferryman_tasks t
+            WHERE t.run_id = r.id AND t.status = 'failed' ORDER BY t.id LIMIT 1))
+ WHERE r.state = 'running'
+   AND EXISTS (SELECT 1 FROM ferryman_tasks t WHERE t.run_id = r.id AND t.status = 'failed')
+RETURNING r.id;

@@ -1,0 +1,85 @@
+"""Progress and summaries for people: the live bars of ``ferryman run`` and ``ferryman status``.
+
+Pure formatting from the engine's aggregate rows; no database access here."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+from typing import Any
+
+from ferryman_worker.contract import RunProgress
+
+BAR = 28
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(max(seconds, 0))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def _elapsed(
+    start: datetime.datetime | None, end: datetime.datetime | None, now: datetime.datetime
+) -> float | None:
+    if start is None:
+        return None
+    return ((end or now) - start).total_seconds()
+
+
+def headline(run: RunProgress, now: datetime.datetime) -> str:
+    state = "Suspended" if run.suspended and not run.state.finished else run.state.value
+    phase = f"phase {min(run.phase_index + 1, run.phases)}/{run.phases}"
+    if run.phase:
+        phase += f" ({run.phase})"
+    return (
+        f"{run.name}  workspace {run.workspace}  {state}  {phase}  "
+        f"tasks {run.tasks_done}/{run.tasks_total}  rows {run.rows_written:,}  "
+        f"elapsed {duration(_elapsed(run.started_at, run.finished_at, now))}"
+    )
+
+
+def kind_lines(
+    kinds: Sequence[dict[str, Any]], open_phase: int, now: datetime.datetime
+) -> list[str]:
+    """One bar per kind: rows, tasks done/total, rate and ETA (from the tasks' own pace)."""
+    lines = []
+    for row in kinds:
+        tasks, done = int(row["tasks"]), int(row["done"])
+        written = int(row["written"] or 0)
+        elapsed = _elapsed(row["first_claim"], row["last_finish"] if done == tasks else None, now)
+        rate = written / elapsed if elapsed else 0.0
+        filled = int(BAR * done / tasks) if tasks else 0
+        if done == tasks:
+            eta = "done"
+        elif row["phase"] > open_phase or not done or elapsed is None:
+            eta = "waiting" if row["phase"] > open_phase else "ETA -"
+        else:
+            eta = f"ETA {duration(elapsed / done * (tasks - done))}"
+        lines.append(
+            f"  {row['kind']:<14} [{'#' * filled:<{BAR}}] {written:>9,} rows "
+            f"{done:>5}/{tasks:<5} tasks  {rate:>8,.0f} rows/s  {eta}"
+        )
+    return lines
+
+
+def summary(run: RunProgress, kinds: Sequence[dict[str, Any]], now: datetime.datetime) -> list[str]:
+    """The table printed when a run ends."""
+    header = (
+        f"{'KIND':<14} {'WRITTEN':>10} {'SKIPPED':>8} {'MALFORMED':>9} {'TASKS':>6} "
+        f"{'SECONDS':>8} {'ROWS/S':>8}"
+    )
+    lines = [headline(run, now), header]
+    for row in kinds:
+        elapsed = _elapsed(row["first_claim"], row["last_finish"], now) or 0.0
+        written = int(row["written"] or 0)
+        lines.append(
+            f"{row['kind']:<14} {written:>10,} {int(row['skipped'] or 0):>8,} "
+            f"{int(row['failed'] or 0):>9,} {int(row['tasks']):>6} {elapsed:>8.1f} "
+            f"{(written / elapsed if elapsed else 0):>8,.0f}"
+        )
+    if run.error:
+        lines.append(f"error: {run.error}")
+    return lines

@@ -1,0 +1,188 @@
+"""What the operator (and ``ferryman run``) may use of the worker package: the MigrationRun
+model, run admission, status aggregates, suspend, resume and cancel. The operator reaches the
+database only through this module; nothing here imports ``ferryman_operator``."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any
+
+from ferryman_worker.db.connect import Connection
+from ferryman_worker.engine import runs
+from ferryman_worker.engine.runs import AdmissionRefused
+from ferryman_worker.runspec import (
+    MigrationRun,
+    MigrationRunStatus,
+    RunState,
+    load_run,
+    load_run_file,
+    parse_run,
+)
+
+__all__ = [
+    "AdmissionRefused",
+    "MigrationRun",
+    "MigrationRunStatus",
+    "RunProgress",
+    "RunState",
+    "admit",
+    "cancel",
+    "load_run",
+    "load_run_file",
+    "parse_run",
+    "progress",
+    "request_for",
+    "resume",
+    "run_key",
+    "suspend",
+]
+
+
+def run_key(run: MigrationRun) -> str:
+    """The run's name in the database: ``namespace/name``."""
+    return f"{run.metadata.namespace}/{run.metadata.name}"
+
+
+def request_for(run: MigrationRun, lane_width: int) -> runs.RunRequest:
+    """The admission request for a MigrationRun; the lane width sets the default in-flight."""
+    spec, source = run.spec, run.spec.source
+    options = spec.options
+    rate = source.rate_limit
+    return runs.RunRequest(
+        name=run_key(run),
+        workspace=spec.workspace,
+        provider=source.provider,
+        base_url=source.base_url,
+        credential={
+            "name": source.credentials_secret_ref.name,
+            "key": source.credentials_secret_ref.key,
+        },
+        kinds=list(spec.kinds),
+        options={
+            "stripes": options.stripes,
+            "page_size": options.page_size,
+            "window_size": options.window_size,
+            "max_in_flight": spec.effective_max_in_flight(lane_width),
+            "fetch_threads": options.fetch_threads,
+            "deals_per_task": options.deals_per_task,
+            "rate_limit": None
+            if rate is None
+            else {"tokens_per_second": rate.tokens_per_second, "burst": rate.burst},
+        },
+    )
+
+
+def admit(conn: Connection, run: MigrationRun, lane_width: int) -> int:
+    """Admit and start the run (or find it, if it was admitted before); returns its id.
+
+    AdmissionRefused when another run of the workspace is live: the database decides."""
+    existing = runs.by_name(conn, run_key(run))
+    if existing is not None:
+        return int(existing["id"])
+    row = runs.admit(conn, request_for(run, lane_width))
+    runs.start(conn, row)
+    if run.spec.suspend:
+        runs.suspend(conn, int(row["id"]))
+    return int(row["id"])
+
+
+@dataclasses.dataclass(frozen=True)
+class RunProgress:
+    """One run's aggregate, as ``.status`` and ``ferryman status`` show it."""
+
+    id: int
+    name: str
+    workspace: str
+    state: RunState
+    suspended: bool
+    phase: str | None
+    phase_index: int
+    phases: int
+    tasks_done: int
+    tasks_total: int
+    tasks_running: int
+    tasks_failed: int
+    rows_written: int
+    rows_skipped: int
+    rows_failed: int
+    started_at: datetime.datetime
+    finished_at: datetime.datetime | None
+    error: str | None
+
+    def status(self) -> MigrationRunStatus:
+        return MigrationRunStatus(
+            state=self.state,
+            phase=self.phase,
+            tasks_done=self.tasks_done,
+            tasks_total=self.tasks_total,
+            rows_written=self.rows_written,
+            rows_skipped=self.rows_skipped,
+            rows_failed=self.rows_failed,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+        )
+
+
+_STATES = {
+    "running": RunState.RUNNING,
+    "succeeded": RunState.SUCCEEDED,
+    "failed": RunState.FAILED,
+    "cancelled": RunState.CANCELLED,
+}
+
+
+def progress(conn: Connection, name: str | None = None) -> list[RunProgress]:
+    """Aggregates of every run, or of the run called ``name`` (``namespace/name``)."""
+    run_id = None
+    if name is not None:
+        row = runs.by_name(conn, name)
+        if row is None:
+            return []
+        run_id = int(row["id"])
+    return [_progress(row) for row in runs.progress(conn, run_id)]
+
+
+def _progress(row: dict[str, Any]) -> RunProgress:
+    phases: list[list[str]] = row["phases"]
+    index = int(row["phase"])
+    phase = "+".join(phases[index]) if index < len(phases) and row["state"] == "running" else None
+    return RunProgress(
+        id=int(row["id"]),
+        name=row["name"],
+        workspace=row["workspace"],
+        state=_STATES[row["state"]],
+        suspended=bool(row["suspended"]),
+        phase=phase,
+        phase_index=index,
+        phases=len(phases),
+        tasks_done=int(row["tasks_done"]),
+        tasks_total=int(row["tasks_total"]),
+        tasks_running=int(row["tasks_running"]),
+        tasks_failed=int(row["tasks_failed"]),
+        rows_written=int(row["rows_written"]),
+        rows_skipped=int(row["rows_skipped"]),
+        rows_failed=int(row["rows_failed"]),
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        error=row["error"],
+    )
+
+
+def _id(conn: Connection, name: str) -> int:
+    row = runs.by_name(conn, name)
+    if row is None:
+        raise LookupError(f"no run named {name!r} in this database")
+    return int(row["id"])
+
+
+def suspend(conn: Connection, name: str) -> bool:
+    return runs.suspend(conn, _id(conn, name))
+
+
+def resume(conn: Connection, name: str) -> list[int]:
+    return runs.resume(conn, _id(conn, name))
+
+
+def cancel(conn: Connection, name: str) -> bool:
+    return runs.cancel(conn, _id(conn, name))

@@ -1,0 +1,130 @@
+"""``ferryman run run.yaml``: a migration run without Kubernetes.
+
+Reads the same MigrationRun YAML ``kubectl apply`` takes (validated by the same model), admits
+the run (or finds it, to resume), runs an in-process capsule and the reaper's engine sweeps on a
+timer, and shows live progress until the run ends. Ctrl-C suspends the run and stops cleanly;
+running the same command again resumes it from its checkpoints.
+"""
+
+from __future__ import annotations
+
+import datetime
+import signal
+import sys
+import threading
+from typing import TextIO
+
+from ferryman_worker import console, contract, reaper
+from ferryman_worker.db import connect, migrate
+from ferryman_worker.engine import runs
+from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
+from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.queue.worker import Worker
+from ferryman_worker.settings import Settings
+
+LOCAL_REAP_INTERVAL = 30.0
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+
+
+def lane_width(settings: Settings) -> int:
+    """Width of the ``migrations`` lane, where task jobs run."""
+    from ferryman_worker.engine.tasks import LANE
+
+    for spec in settings.lane_specs:
+        if spec.name == LANE:
+            return spec.width
+    raise ConfigurationError(
+        f"lanes {settings.lanes!r} have no {LANE!r} lane, where migration "
+        f"tasks run: add one, e.g. '{LANE}:4'"
+    )
+
+
+def run_file(path: str, url: str, settings: Settings, out: TextIO = sys.stdout) -> int:
+    """Run (or resume) the MigrationRun in ``path`` to its end; returns the exit code."""
+    spec = contract.load_run_file(path)
+    width = lane_width(settings)
+    with connect.connect(url) as conn:
+        migrate.migrate(conn)
+        run_id = _admit_or_resume(conn, spec, width, settings, out)
+        runtime = EngineRuntime(settings.credentials_dir)
+        runtime.token(runs.lock(conn, run_id)["credential"])  # fail now if it is missing
+        worker = Worker(settings, url, resources={RESOURCE: runtime})
+        interrupted = threading.Event()
+        previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
+        worker.start()
+        try:
+            final = _watch(conn, contract.run_key(spec), settings, interrupted, out)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            worker.stop()
+            runtime.close()
+        return _report(conn, final, interrupted.is_set(), path, out)
+
+
+def _admit_or_resume(
+    conn: connect.Connection,
+    spec: contract.MigrationRun,
+    width: int,
+    settings: Settings,
+    out: TextIO,
+) -> int:
+    name = contract.run_key(spec)
+    existing = runs.by_name(conn, name)
+    if existing is None:
+        run_id = contract.admit(conn, spec, width)
+        print(f"run {name} admitted (id {run_id})", file=out)
+        return run_id
+    run_id = int(existing["id"])
+    if existing["state"] == "running":
+        reaper.sweep_engine(conn, settings.stale_claim_after)  # dead claims of a killed process
+        runs.resume(conn, run_id)
+        print(f"run {name} resumed from its checkpoints", file=out)
+    return run_id
+
+
+def _watch(
+    conn: connect.Connection,
+    name: str,
+    settings: Settings,
+    interrupted: threading.Event,
+    out: TextIO,
+) -> contract.RunProgress:
+    """Redraw the progress until the run ends or Ctrl-C; sweep like the reaper meanwhile."""
+    tty = out.isatty()
+    drawn = 0
+    last_reap = last_print = datetime.datetime.now(datetime.UTC)
+    while True:
+        now = datetime.datetime.now(datetime.UTC)
+        run = contract.progress(conn, name)[0]
+        lines = [
+            console.headline(run, now),
+            *console.kind_lines(runs.kind_progress(conn, run.id), run.phase_index, now),
+        ]
+        if tty:
+            out.write(f"\x1b[{drawn}F\x1b[J" if drawn else "")
+            out.write("\n".join(lines) + "\n")
+            drawn = len(lines)
+        elif (now - last_print).total_seconds() >= 5 or run.state.finished:
+            out.write(lines[0] + "\n")
+            last_print = now
+        out.flush()
+        if run.state.finished:
+            return run
+        if interrupted.wait(0.5):
+            runs.suspend(conn, run.id)
+            return contract.progress(conn, name)[0]
+        if (now - last_reap).total_seconds() >= min(LOCAL_REAP_INTERVAL, settings.reap_interval):
+            reaper.sweep_engine(conn, settings.stale_claim_after)
+            last_reap = now
+
+
+def _report(
+    conn: connect.Connection, run: contract.RunProgress, interrupted: bool, path: str, out: TextIO
+) -> int:
+    now = datetime.datetime.now(datetime.UTC)
+    final = contract.progress(conn, run.name)[0]
+    print("\n".join(console.summary(final, runs.kind_progress(conn, final.id), now)), file=out)
+    if interrupted and not final.state.finished:
+        print(f"suspended: run `ferryman run {path}` again to resume", file=out)
+        return EXIT_INTERRUPTED
+    return EXIT_OK if final.state is contract.RunState.SUCCEEDED else EXIT_FAILED
