@@ -23,18 +23,23 @@ _counter = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def pg_admin_url() -> Iterator[str]:
-    """URL of the maintenance database of a server the session owns."""
-    given = os.environ.get("FERRYMAN_TEST_DATABASE_URL")
-    if given:
-        yield given
+def pg_server() -> Iterator[embedded.EmbeddedServer | None]:
+    """The embedded server the session owns (None with FERRYMAN_TEST_DATABASE_URL)."""
+    if os.environ.get("FERRYMAN_TEST_DATABASE_URL"):
+        yield None
         return
     folder = tempfile.mkdtemp(prefix="ferryman-test-pg-")
     server = embedded.start(folder, cleanup="delete")
     try:
-        yield server.url()
+        yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url(pg_server: embedded.EmbeddedServer | None) -> str:
+    """URL of the maintenance database of the session's server."""
+    return pg_server.url() if pg_server else os.environ["FERRYMAN_TEST_DATABASE_URL"]
 
 
 @pytest.fixture(scope="session")

@@ -68,8 +68,9 @@ def credential(api_key: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def engine_worker(db_url: str, lanes: str = "migrations:4", **settings: Any) -> Iterator[Worker]:
-    runtime = EngineRuntime()
-    worker = Worker(Settings(lanes=lanes, **settings), db_url, resources={RESOURCE: runtime})
+    config = Settings(lanes=lanes, **settings)
+    runtime = EngineRuntime(source_timeout=config.source_timeout)
+    worker = Worker(config, db_url, resources={RESOURCE: runtime})
     worker.start()
     try:
         yield worker
@@ -115,7 +116,8 @@ def check_against_truth(
             malformed = {int(i) for i in truth[kind]["malformed"]}
             expected = set(truth[kind]["ids"]) - malformed
             assert len(got) == len(set(got)), f"{kind}: a source row was written twice"
-            assert set(got) == expected, f"{kind}: {len(set(got) ^ expected)} rows differ"
+            missing, extra = sorted(expected - set(got)), sorted(set(got) - expected)
+            assert not missing and not extra, f"{kind}: missing {missing[:5]}, extra {extra[:5]}"
             errors = conn.execute(
                 "SELECT source_id FROM ferryman_row_errors WHERE kind = %s", (kind,)
             ).fetchall()
@@ -125,3 +127,24 @@ def check_against_truth(
                 (kind, workspace),
             ).fetchone()
             assert ledger is not None and ledger["n"] == len(expected)
+
+
+def barrier_held(db_url: str, run_id: int) -> None:
+    """No task of a phase was claimed before every task of the phase before it finished."""
+    with connect.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT phase, min(claimed_at) AS first_claim, max(finished_at) AS last_finish"
+            " FROM ferryman_tasks WHERE run_id = %s GROUP BY phase ORDER BY phase",
+            (run_id,),
+        ).fetchall()
+    for before, after in zip(rows, rows[1:], strict=False):
+        assert after["first_claim"] >= before["last_finish"], (before, after)
+
+
+def extra_claims(db_url: str, run_id: int) -> int:
+    """Claims beyond one per task: the work crashes and retries cost."""
+    with connect.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT sum(attempts) - count(*) AS n FROM ferryman_tasks WHERE run_id = %s", (run_id,)
+        ).fetchone()
+    return int(row["n"]) if row else 0

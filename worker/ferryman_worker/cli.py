@@ -43,7 +43,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     if args.migrate:
         with connect.connect(url) as conn:
             migrate.migrate(conn)
-    runtime = EngineRuntime(settings.credentials_dir)
+    runtime = EngineRuntime(settings.credentials_dir, settings.source_timeout)
     try:
         return worker.Worker(settings, url, resources={RESOURCE: runtime}).run_until_signal()
     finally:

@@ -46,7 +46,7 @@ def run_file(path: str, url: str, settings: Settings, out: TextIO = sys.stdout) 
     with connect.connect(url) as conn:
         migrate.migrate(conn)
         run_id = _admit_or_resume(conn, spec, width, settings, out)
-        runtime = EngineRuntime(settings.credentials_dir)
+        runtime = EngineRuntime(settings.credentials_dir, settings.source_timeout)
         runtime.token(runs.lock(conn, run_id)["credential"])  # fail now if it is missing
         worker = Worker(settings, url, resources={RESOURCE: runtime})
         interrupted = threading.Event()

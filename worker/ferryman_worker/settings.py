@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     """Folder of mounted source-credential Secrets (``<secret name>/<key>``); the environment
     variable ``FERRYMAN_CREDENTIAL_<NAME>_<KEY>`` wins over a file."""
 
+    source_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a call to the source API may take before it counts as failed (and is retried)."""
+
     reap_interval: float = Field(default=300.0, gt=0)
     """Seconds between the reaper's sweeps in ``ferryman run`` (the chart's CronJob has its own
     schedule)."""

@@ -31,6 +31,17 @@ class EmbeddedServer:
         base: str = self.handle.get_uri()
         return base.replace("/postgres?", f"/{dbname}?", 1)
 
+    def restart(self) -> None:
+        """Restart the server in place (fast shutdown): every connection to it is cut."""
+        from pgserver._commands import pg_ctl
+
+        pg_ctl(
+            ["-w", "restart", "-m", "fast"],
+            pgdata=self.data_dir,
+            user=self.handle.system_user,
+            timeout=60,
+        )
+
     def stop(self) -> None:
         """Stop the server (fast shutdown) and wait for it to exit."""
         pid = self.handle.get_pid()

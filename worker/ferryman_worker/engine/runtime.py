@@ -28,8 +28,9 @@ def credential_env_var(name: str, key: str) -> str:
 class EngineRuntime:
     """Per-process engine state; thread-safe."""
 
-    def __init__(self, credentials_dir: str | None = None) -> None:
+    def __init__(self, credentials_dir: str | None = None, source_timeout: float = 30.0) -> None:
         self.credentials_dir = pathlib.Path(credentials_dir or "/var/run/secrets/ferryman")
+        self.source_timeout = source_timeout
         self.budgets = Budgets()
         self._clients: dict[tuple[str, str], SourceClient] = {}
         self._lock = threading.Lock()
@@ -53,7 +54,8 @@ class EngineRuntime:
         with self._lock:
             client = self._clients.get((base_url, token))
             if client is None:
-                client = self._clients[(base_url, token)] = SourceClient(base_url, token)
+                client = SourceClient(base_url, token, self.source_timeout)
+                self._clients[(base_url, token)] = client
             return client
 
     def budget(self, base_url: str, token: str, rate_limit: dict[str, float] | None) -> Budget:

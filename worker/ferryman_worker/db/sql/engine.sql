@@ -33,14 +33,18 @@ ON CONFLICT (run_id, kind, cursor_key) DO NOTHING
 RETURNING id;
 
 -- name: seed_tree_tasks
--- Discovery for a tree kind: the parents written so far (from the ledger), N per task.
+-- Discovery for a tree kind: every parent the run has seen, N per task: those written (the
+-- ledger) and those malformed (the row errors), whose children are rows of their own.
 INSERT INTO ferryman_tasks (run_id, phase, kind, cursor_key, cursor)
 SELECT %(run_id)s, %(phase)s, %(kind)s, %(kind)s || ':' || min(sid),
        jsonb_build_object('parents', jsonb_agg(sid ORDER BY sid))
-  FROM (SELECT source_id::bigint AS sid,
-               (row_number() OVER (ORDER BY source_id::bigint) - 1) / %(per_task)s AS bucket
-          FROM ferryman_ledger
-         WHERE workspace = %(workspace)s AND kind = %(parent_kind)s) parents
+  FROM (SELECT sid, (row_number() OVER (ORDER BY sid) - 1) / %(per_task)s AS bucket
+          FROM (SELECT source_id::bigint AS sid FROM ferryman_ledger
+                 WHERE workspace = %(workspace)s AND kind = %(parent_kind)s
+                UNION
+                SELECT source_id::bigint FROM ferryman_row_errors
+                 WHERE run_id = %(run_id)s AND kind = %(parent_kind)s
+                   AND source_id ~ '^[0-9]+$') seen) parents
  GROUP BY bucket
 ON CONFLICT (run_id, kind, cursor_key) DO NOTHING
 RETURNING id;
