@@ -4,6 +4,7 @@ check of a destination against the demo CRM's ground truth."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -137,7 +138,7 @@ def barrier_held(db_url: str, run_id: int) -> None:
             " FROM ferryman_tasks WHERE run_id = %s GROUP BY phase ORDER BY phase",
             (run_id,),
         ).fetchall()
-    for before, after in zip(rows, rows[1:], strict=False):
+    for before, after in itertools.pairwise(rows):
         assert after["first_claim"] >= before["last_finish"], (before, after)
 
 

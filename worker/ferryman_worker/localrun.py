@@ -43,11 +43,11 @@ def run_file(path: str, url: str, settings: Settings, out: TextIO = sys.stdout) 
     """Run (or resume) the MigrationRun in ``path`` to its end; returns the exit code."""
     spec = contract.load_run_file(path)
     width = lane_width(settings)
+    runtime = EngineRuntime(settings.credentials_dir, settings.source_timeout)
+    runtime.token(contract.request_for(spec, width).credential)  # missing: say so, admit nothing
     with connect.connect(url) as conn:
         migrate.migrate(conn)
         run_id = _admit_or_resume(conn, spec, width, settings, out)
-        runtime = EngineRuntime(settings.credentials_dir, settings.source_timeout)
-        runtime.token(runs.lock(conn, run_id)["credential"])  # fail now if it is missing
         worker = Worker(settings, url, resources={RESOURCE: runtime})
         interrupted = threading.Event()
         previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
