@@ -47,7 +47,7 @@ def run_file(path: str, url: str, settings: Settings, out: TextIO = sys.stdout) 
     runtime.token(contract.request_for(spec, width).credential)  # missing: say so, admit nothing
     with connect.connect(url) as conn:
         migrate.migrate(conn)
-        run_id = _admit_or_resume(conn, spec, width, settings, out)
+        _admit_or_resume(conn, spec, width, settings, out)
         worker = Worker(settings, url, resources={RESOURCE: runtime})
         interrupted = threading.Event()
         previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
@@ -67,19 +67,18 @@ def _admit_or_resume(
     width: int,
     settings: Settings,
     out: TextIO,
-) -> int:
+) -> None:
     name = contract.run_key(spec)
     existing = runs.by_name(conn, name)
     if existing is None:
         run_id = contract.admit(conn, spec, width)
         print(f"run {name} admitted (id {run_id})", file=out)
-        return run_id
+        return
     run_id = int(existing["id"])
     if existing["state"] == "running":
         reaper.sweep_engine(conn, settings.stale_claim_after)  # dead claims of a killed process
         runs.resume(conn, run_id)
         print(f"run {name} resumed from its checkpoints", file=out)
-    return run_id
 
 
 def _watch(
