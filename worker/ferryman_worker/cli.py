@@ -43,7 +43,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     if args.migrate:
         with connect.connect(url) as conn:
             migrate.migrate(conn)
-    runtime = EngineRuntime(settings.credentials_dir, settings.source_timeout)
+    runtime = EngineRuntime(
+        settings.credentials_dir, settings.source_timeout, settings.sync_windows
+    )
     try:
         return worker.Worker(settings, url, resources={RESOURCE: runtime}).run_until_signal()
     finally:

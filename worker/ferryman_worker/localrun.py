@@ -43,7 +43,9 @@ def run_file(path: str, url: str, settings: Settings, out: TextIO = sys.stdout) 
     """Run (or resume) the MigrationRun in ``path`` to its end; returns the exit code."""
     spec = contract.load_run_file(path)
     width = lane_width(settings)
-    runtime = EngineRuntime(settings.credentials_dir, settings.source_timeout)
+    runtime = EngineRuntime(
+        settings.credentials_dir, settings.source_timeout, settings.sync_windows
+    )
     runtime.token(contract.request_for(spec, width).credential)  # missing: say so, admit nothing
     with connect.connect(url) as conn:
         migrate.migrate(conn)

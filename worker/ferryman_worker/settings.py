@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     source_timeout: float = Field(default=30.0, gt=0)
     """Seconds a call to the source API may take before it counts as failed (and is retried)."""
 
+    sync_windows: bool = False
+    """Wait for each window's commit to reach disk (synchronous_commit on). Off by default: a
+    window's rows, ledger claims and checkpoint commit atomically and WAL is replayed in order,
+    so a database crash loses at most the last windows, whole, and their tasks redo them;
+    exactly-once holds either way."""
+
     reap_interval: float = Field(default=300.0, gt=0)
     """Seconds between the reaper's sweeps in ``ferryman run`` (the chart's CronJob has its own
     schedule)."""

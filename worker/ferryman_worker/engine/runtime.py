@@ -28,9 +28,15 @@ def credential_env_var(name: str, key: str) -> str:
 class EngineRuntime:
     """Per-process engine state; thread-safe."""
 
-    def __init__(self, credentials_dir: str | None = None, source_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        credentials_dir: str | None = None,
+        source_timeout: float = 30.0,
+        sync_windows: bool = False,
+    ) -> None:
         self.credentials_dir = pathlib.Path(credentials_dir or "/var/run/secrets/ferryman")
         self.source_timeout = source_timeout
+        self.sync_windows = sync_windows
         self.budgets = Budgets()
         self._clients: dict[tuple[str, str], SourceClient] = {}
         self._lock = threading.Lock()

@@ -18,6 +18,7 @@ next window boundary.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -59,6 +60,8 @@ def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
     assert run is not None
     runtime = ctx.resources.get(RESOURCE) or EngineRuntime()
     scope = Scope.build(ctx, run, task, runtime)
+    if not runtime.sync_windows:
+        ctx.conn.execute("SET synchronous_commit = off")
     try:
         scope.walk()
     except Stop as stop:
@@ -72,6 +75,9 @@ def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
         if ctx.job.is_last_attempt:
             _fail(ctx.conn, task_id, run_id, ctx.job.id, f"{type(exc).__name__}: {exc}")
         raise
+    finally:
+        if not runtime.sync_windows and not ctx.conn.broken:
+            ctx.conn.execute("RESET synchronous_commit")
 
 
 def enqueue_tasks(conn: Connection, run_id: int, task_ids: Sequence[int]) -> None:
@@ -164,30 +170,53 @@ class Scope:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def write_window(
+    def commit_window(
         self,
-        conn: Connection,
         records: list[dict[str, Any]],
         offset: int,
         extra_malformed: Sequence[tuple[str | None, str]] = (),
+        *,
+        finish: bool = False,
+        next_stripe: int | None = None,
     ) -> None:
-        """Gate, write and checkpoint one window, in the caller's open transaction."""
-        self.gate(conn)
+        """One window in one transaction: rows, row errors and the checkpoint at ``offset``;
+        with ``finish``, also the task's end and the job's completion. A row the database
+        refuses sends the window round again, row by row."""
         valid, malformed = windows.validate(self.kind, records)
-        counts = windows.write(conn, self.target, valid, [*extra_malformed, *malformed])
+        malformed = [*extra_malformed, *malformed]
+        for careful in (False, True):
+            try:
+                transaction: contextlib.AbstractContextManager[object] = (
+                    self.ctx.completing() if finish else self.conn.transaction()
+                )
+                with transaction:  # both on the claim's connection
+                    counts = windows.write(
+                        self.conn, self.target, valid, malformed, careful=careful
+                    )
+                    self.checkpoint(self.conn, offset, counts)
+                    if finish:
+                        self.finish(self.conn, next_stripe)
+                return
+            except windows.REFUSED:
+                if careful:
+                    raise
+
+    def checkpoint(self, conn: Connection, offset: int, counts: windows.Counts) -> None:
+        """Record how far the task got; Stop if the run or the task is no longer ours to run."""
         done = conn.execute(
             _q("checkpoint"),
             {
                 "task_id": self.task["id"],
                 "job_id": self.ctx.job.id,
-                "offset": offset,
                 "run_id": self.run["id"],
+                "offset": offset,
                 "written": counts.written,
                 "skipped": counts.skipped,
                 "failed": counts.failed,
             },
         ).fetchone()
         if done is None:
+            self.gate(conn)
             raise Stop(None)
 
     def gate(self, conn: Connection) -> None:
@@ -237,11 +266,8 @@ def walk_pages(scope: Scope) -> None:
     parts = list(chunks(page.records[offset:], int(options["window_size"]))) or [[]]
     for window in parts[:-1]:
         offset += len(window)
-        with scope.conn.transaction():
-            scope.write_window(scope.conn, window, offset)
-    with scope.ctx.completing() as conn:
-        scope.write_window(conn, parts[-1], offset + len(parts[-1]))
-        scope.finish(conn, next_stripe)
+        scope.commit_window(window, offset)
+    scope.commit_window(parts[-1], offset + len(parts[-1]), finish=True, next_stripe=next_stripe)
 
 
 def walk_tree(scope: Scope) -> None:
@@ -254,9 +280,7 @@ def walk_tree(scope: Scope) -> None:
             records, malformed = _children_with_bodies(scope, pool, parents[index])
             _write_parent(scope, records, malformed, index, last=index == len(parents) - 1)
     if first >= len(parents):
-        with scope.ctx.completing() as conn:
-            scope.write_window(conn, [], first)
-            scope.finish(conn, None)
+        scope.commit_window([], first, finish=True)
 
 
 def _write_parent(
@@ -272,13 +296,7 @@ def _write_parent(
         final = number == len(parts) - 1
         offset = index + 1 if final else index
         bad = malformed if number == 0 else []
-        if final and last:
-            with scope.ctx.completing() as conn:
-                scope.write_window(conn, window, offset, bad)
-                scope.finish(conn, None)
-        else:
-            with scope.conn.transaction():
-                scope.write_window(scope.conn, window, offset, bad)
+        scope.commit_window(window, offset, bad, finish=final and last)
 
 
 def _children_with_bodies(

@@ -3,10 +3,11 @@ the task's checkpoint; each row is isolated.
 
 A record that fails its model is malformed: recorded in ``ferryman_row_errors`` with its reason,
 never written, and it claims no ledger slot. The valid records go to the provider's writer in one
-statement under one savepoint (the writer skips what the ledger holds and claims the ledger slots
-of what it writes, in the same statement). Only if that statement fails does the window go row by
-row, one savepoint per row, so the row the database refuses is rolled back alone and recorded.
-A window of W rows opens at most W + 1 subtransactions: keep W under PostgreSQL's 64.
+statement (the writer skips what the ledger holds and claims the ledger slots of what it writes,
+in the same statement). Only if the database refuses that statement is the window's transaction
+rolled back and the window written again ``careful``-ly: row by row, one savepoint per row, so the
+row the database refuses is rolled back alone and recorded. A careful window of W rows opens W
+subtransactions: keep W under PostgreSQL's 64 cached per transaction.
 """
 
 from __future__ import annotations
@@ -63,25 +64,31 @@ def validate(
     return valid, malformed
 
 
+REFUSED = (psycopg.DataError, psycopg.IntegrityError)
+"""What the database says about a row it will not take (too long, bad value, constraint)."""
+
+
 def write(
     conn: Connection,
     target: Target,
     valid: list[dict[str, Any]],
     malformed: list[tuple[str | None, str]],
+    *,
+    careful: bool = False,
 ) -> Counts:
-    """Write one window inside the caller's open transaction; returns what happened to it."""
+    """Write one window inside the caller's open transaction; returns what happened to it.
+
+    Not ``careful``: one statement, and a row the database refuses raises one of ``REFUSED``
+    (the caller rolls the window back and writes it again carefully)."""
     counts = Counts()
     for source_id, reason in malformed:
         counts.failed += record_error(conn, target, source_id, reason)
-    if not valid:
-        return counts
-    try:
-        with conn.transaction():
-            written = _insert(conn, target, valid)
+    if careful:
+        counts.add(_row_by_row(conn, target, valid))
+    elif valid:
+        written = _insert(conn, target, valid)
         counts.written += written
         counts.skipped += len(valid) - written
-    except psycopg.Error:
-        counts.add(_row_by_row(conn, target, valid))
     return counts
 
 
@@ -113,7 +120,7 @@ def _row_by_row(conn: Connection, target: Target, rows: list[dict[str, Any]]) ->
                 counts.failed += record_error(conn, target, _source_id(row), _db_reason(exc))
             else:  # another writer committed this source row first: it is written, once
                 counts.skipped += 1
-        except psycopg.Error as exc:
+        except REFUSED as exc:
             counts.failed += record_error(conn, target, _source_id(row), _db_reason(exc))
     return counts
 
@@ -144,6 +151,6 @@ def _reason(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _db_reason(exc: psycopg.Error) -> str:
+def _db_reason(exc: Exception) -> str:
     text = str(exc).strip()
     return "database refused the row: " + (text.splitlines()[0] if text else type(exc).__name__)

@@ -80,17 +80,21 @@ UPDATE ferryman_tasks t
 RETURNING t.*;
 
 -- name: checkpoint
--- The window's checkpoint, in the window's transaction; the run's heartbeat, at most every 10 s.
+-- The window's checkpoint, in the window's transaction, and the gate: no row when the task is
+-- no longer this job's, or its run is no longer running (cancelled, suspended): the window then
+-- rolls back. The run's heartbeat, at most every 10 s.
 WITH beat AS (
     UPDATE ferryman_runs SET heartbeat_at = now()
      WHERE id = %(run_id)s AND heartbeat_at < now() - interval '10 seconds'
 )
-UPDATE ferryman_tasks
-   SET processed_offset = %(offset)s, rows_written = rows_written + %(written)s,
-       rows_skipped = rows_skipped + %(skipped)s, rows_failed = rows_failed + %(failed)s,
+UPDATE ferryman_tasks t
+   SET processed_offset = %(offset)s, rows_written = t.rows_written + %(written)s,
+       rows_skipped = t.rows_skipped + %(skipped)s, rows_failed = t.rows_failed + %(failed)s,
        heartbeat_at = now()
- WHERE id = %(task_id)s AND status = 'running' AND job_id = %(job_id)s
-RETURNING id;
+  FROM ferryman_runs r
+ WHERE t.id = %(task_id)s AND t.status = 'running' AND t.job_id = %(job_id)s
+   AND r.id = t.run_id AND r.state = 'running' AND NOT r.suspended
+RETURNING t.id;
 
 -- name: finish_task
 UPDATE ferryman_tasks SET status = 'done', finished_at = now(), heartbeat_at = now()

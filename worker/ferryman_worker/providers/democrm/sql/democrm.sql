@@ -2,6 +2,8 @@
 -- jsonb array (%(rows)s), skips records the ledger already holds, writes the rest, and claims
 -- their ledger slots in the same statement. Foreign keys resolve through the ledger.
 -- Parameters: %(rows)s, %(workspace)s, %(kind)s, %(run_id)s. Returns the number written.
+-- Ledger look-ups are LATERAL ... LIMIT 1: one index probe per row of the window, whatever the
+-- planner believes about the ledger's size (a hash join would read a kind's whole ledger).
 
 -- name: insert_organizations
 WITH input AS (
@@ -9,8 +11,10 @@ WITH input AS (
         AS r(id bigint, name text, domain text, created_at timestamptz)
 ), fresh AS (
     SELECT i.* FROM input i
-     WHERE NOT EXISTS (SELECT 1 FROM ferryman_ledger l WHERE l.workspace = %(workspace)s
-                          AND l.kind = %(kind)s AND l.source_id = i.id::text)
+      LEFT JOIN LATERAL (SELECT 1 AS hit FROM ferryman_ledger l
+                          WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s
+                            AND l.source_id = i.id::text LIMIT 1) seen ON true
+     WHERE seen.hit IS NULL
 ), written AS (
     INSERT INTO crm_organizations (workspace, source_id, name, domain, created_at)
     SELECT %(workspace)s, id, name, domain, created_at FROM fresh
@@ -27,14 +31,17 @@ WITH input AS (
         AS r(id bigint, org_id bigint, name text, email text, phone text)
 ), fresh AS (
     SELECT i.* FROM input i
-     WHERE NOT EXISTS (SELECT 1 FROM ferryman_ledger l WHERE l.workspace = %(workspace)s
-                          AND l.kind = %(kind)s AND l.source_id = i.id::text)
+      LEFT JOIN LATERAL (SELECT 1 AS hit FROM ferryman_ledger l
+                          WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s
+                            AND l.source_id = i.id::text LIMIT 1) seen ON true
+     WHERE seen.hit IS NULL
 ), written AS (
     INSERT INTO crm_people (workspace, source_id, organization_id, name, email, phone)
     SELECT %(workspace)s, f.id, org.row_id, f.name, f.email, f.phone
       FROM fresh f
-      LEFT JOIN ferryman_ledger org ON org.workspace = %(workspace)s
-            AND org.kind = 'organizations' AND org.source_id = f.org_id::text
+      LEFT JOIN LATERAL (SELECT row_id FROM ferryman_ledger l
+                          WHERE l.workspace = %(workspace)s AND l.kind = 'organizations'
+                            AND l.source_id = f.org_id::text LIMIT 1) org ON true
     RETURNING id, source_id
 ), claimed AS (
     INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)
@@ -49,15 +56,18 @@ WITH input AS (
              currency text, stage text, status text)
 ), fresh AS (
     SELECT i.* FROM input i
-     WHERE NOT EXISTS (SELECT 1 FROM ferryman_ledger l WHERE l.workspace = %(workspace)s
-                          AND l.kind = %(kind)s AND l.source_id = i.id::text)
+      LEFT JOIN LATERAL (SELECT 1 AS hit FROM ferryman_ledger l
+                          WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s
+                            AND l.source_id = i.id::text LIMIT 1) seen ON true
+     WHERE seen.hit IS NULL
 ), written AS (
     INSERT INTO crm_deals (workspace, source_id, organization_id, title, value, currency, stage,
                            status)
     SELECT %(workspace)s, f.id, org.row_id, f.title, f.value, f.currency, f.stage, f.status
       FROM fresh f
-      LEFT JOIN ferryman_ledger org ON org.workspace = %(workspace)s
-            AND org.kind = 'organizations' AND org.source_id = f.org_id::text
+      LEFT JOIN LATERAL (SELECT row_id FROM ferryman_ledger l
+                          WHERE l.workspace = %(workspace)s AND l.kind = 'organizations'
+                            AND l.source_id = f.org_id::text LIMIT 1) org ON true
     RETURNING id, source_id
 ), claimed AS (
     INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)
@@ -68,8 +78,9 @@ WITH input AS (
       FROM written w
       JOIN input i ON i.id = w.source_id
      CROSS JOIN LATERAL jsonb_array_elements_text(i.person_ids) AS p(source_id)
-      JOIN ferryman_ledger person ON person.workspace = %(workspace)s
-            AND person.kind = 'people' AND person.source_id = p.source_id
+      JOIN LATERAL (SELECT row_id FROM ferryman_ledger l
+                     WHERE l.workspace = %(workspace)s AND l.kind = 'people'
+                       AND l.source_id = p.source_id LIMIT 1) person ON true
 )
 SELECT count(*) AS written FROM written;
 
@@ -79,14 +90,17 @@ WITH input AS (
         AS r(id bigint, deal_id bigint, subject text, sender text, sent_at timestamptz, body text)
 ), fresh AS (
     SELECT i.* FROM input i
-     WHERE NOT EXISTS (SELECT 1 FROM ferryman_ledger l WHERE l.workspace = %(workspace)s
-                          AND l.kind = %(kind)s AND l.source_id = i.id::text)
+      LEFT JOIN LATERAL (SELECT 1 AS hit FROM ferryman_ledger l
+                          WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s
+                            AND l.source_id = i.id::text LIMIT 1) seen ON true
+     WHERE seen.hit IS NULL
 ), written AS (
     INSERT INTO crm_messages (workspace, source_id, deal_id, subject, sender, sent_at, body)
     SELECT %(workspace)s, f.id, deal.row_id, f.subject, f.sender, f.sent_at, f.body
       FROM fresh f
-      LEFT JOIN ferryman_ledger deal ON deal.workspace = %(workspace)s
-            AND deal.kind = 'deals' AND deal.source_id = f.deal_id::text
+      LEFT JOIN LATERAL (SELECT row_id FROM ferryman_ledger l
+                          WHERE l.workspace = %(workspace)s AND l.kind = 'deals'
+                            AND l.source_id = f.deal_id::text LIMIT 1) deal ON true
     RETURNING id, source_id
 ), claimed AS (
     INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)
