@@ -48,8 +48,17 @@ SECRET = {"name": "bench", "key": "token"}
 @contextlib.contextmanager
 def democrm(**options: Any) -> Iterator[str]:
     """The demo CRM as a subprocess; yields its URL."""
-    argv = [sys.executable, str(DEMOCRM), "serve", "--port", "0", "--api-key", API_KEY,
-            "--malformed-rate", "0"]
+    argv = [
+        sys.executable,
+        str(DEMOCRM),
+        "serve",
+        "--port",
+        "0",
+        "--api-key",
+        API_KEY,
+        "--malformed-rate",
+        "0",
+    ]
     for key, value in options.items():
         argv += [f"--{key.replace('_', '-')}", str(value)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
@@ -80,20 +89,28 @@ class Databases:
             yield url
         finally:
             with connect.connect(self.admin_url) as admin:
-                admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(
-                    sql.Identifier(name)))
+                admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-def run_import(db_url: str, crm_url: str, kinds: list[str], lanes: str = "migrations:4",
-               **options: Any) -> dict[str, Any]:
+def run_import(
+    db_url: str, crm_url: str, kinds: list[str], lanes: str = "migrations:4", **options: Any
+) -> dict[str, Any]:
     """Run one migration to its end on an in-process worker; returns timings per kind."""
     os.environ[credential_env_var(SECRET["name"], SECRET["key"])] = API_KEY
     runtime = EngineRuntime()
     worker = Worker(Settings(lanes=lanes, poll_interval=1.0), db_url, resources={RESOURCE: runtime})
-    base = {"stripes": 4, "page_size": 500, "window_size": 25, "max_in_flight": 8,
-            "fetch_threads": 4, "deals_per_task": 10, "rate_limit": None}
-    request = runs.RunRequest("bench/run", "bench", "democrm", crm_url, SECRET, kinds,
-                              {**base, **options})
+    base = {
+        "stripes": 4,
+        "page_size": 500,
+        "window_size": 25,
+        "max_in_flight": 8,
+        "fetch_threads": 4,
+        "deals_per_task": 10,
+        "rate_limit": None,
+    }
+    request = runs.RunRequest(
+        "bench/run", "bench", "democrm", crm_url, SECRET, kinds, {**base, **options}
+    )
     worker.start()
     try:
         with connect.connect(db_url) as conn:
@@ -107,8 +124,9 @@ def run_import(db_url: str, crm_url: str, kinds: list[str], lanes: str = "migrat
     finally:
         worker.stop(grace=10)
         runtime.close()
-    per_kind = {row["kind"]: (row["last_finish"] - row["first_claim"]).total_seconds()
-                for row in kinds_rows}
+    per_kind = {
+        row["kind"]: (row["last_finish"] - row["first_claim"]).total_seconds() for row in kinds_rows
+    }
     return {"seconds": elapsed, "rows": int(progress["rows_written"]), "per_kind": per_kind}
 
 
@@ -118,12 +136,17 @@ def baseline(db_url: str, crm_url: str, count: int) -> float:
     with httpx.Client(base_url=crm_url, headers={"Authorization": f"Bearer {API_KEY}"}) as http:
         for start in range(0, count, 500):
             data = http.get("/v1/organizations", params={"start": start, "limit": 500}).json()
-            rows += [("bench", r["id"], r["name"], r.get("domain"), r.get("created_at"))
-                     for r in data["data"]]
+            rows += [
+                ("bench", r["id"], r["name"], r.get("domain"), r.get("created_at"))
+                for r in data["data"]
+            ]
     with connect.connect(db_url, autocommit=False) as conn, conn.cursor() as cur:
         began = time.perf_counter()
-        cur.executemany("INSERT INTO crm_organizations (workspace, source_id, name, domain,"
-                        " created_at) VALUES (%s, %s, %s, %s, %s)", rows)
+        cur.executemany(
+            "INSERT INTO crm_organizations (workspace, source_id, name, domain,"
+            " created_at) VALUES (%s, %s, %s, %s, %s)",
+            rows,
+        )
         conn.commit()
         return len(rows) / (time.perf_counter() - began)
 
@@ -141,8 +164,12 @@ def organizations(dbs: Databases, count: int) -> tuple[float, float]:
 
 def email_phase(dbs: Databases, threads: int, deals: int) -> float:
     """Seconds of the messages phase with ``threads`` fetch threads, one lane thread."""
-    with democrm(organizations=50, people=50, deals=deals, messages_per_deal=16,
-                 body_latency_ms=20) as url, dbs.fresh() as db:
+    with (
+        democrm(
+            organizations=50, people=50, deals=deals, messages_per_deal=16, body_latency_ms=20
+        ) as url,
+        dbs.fresh() as db,
+    ):
         result = run_import(db, url, [], lanes="migrations:1", fetch_threads=threads)
     return float(result["per_kind"]["messages"])
 
@@ -173,10 +200,15 @@ def measure(dbs: Databases, scale: int) -> dict[str, float]:
     one = email_phase(dbs, 1, 60 // max(scale // 5, 1))
     four = email_phase(dbs, 4, 60 // max(scale // 5, 1))
     return {
-        "rows_per_s": rows_per_s, "baseline_rows_per_s": plain, "ratio": rows_per_s / plain,
-        "rows_per_s_100k": small, "rows_per_s_1m": large,
+        "rows_per_s": rows_per_s,
+        "baseline_rows_per_s": plain,
+        "ratio": rows_per_s / plain,
+        "rows_per_s_100k": small,
+        "rows_per_s_1m": large,
         "per_row_cost_ratio_1m_vs_100k": small / large,
-        "email_1_thread_s": one, "email_4_threads_s": four, "email_speedup_4_threads": one / four,
+        "email_1_thread_s": one,
+        "email_4_threads_s": four,
+        "email_speedup_4_threads": one / four,
     }
 
 
@@ -185,18 +217,27 @@ def report(r: dict[str, float]) -> None:
         ("import 400,000 organizations (4 lane threads)", f"{r['rows_per_s']:,.0f} rows/s"),
         ("baseline: plain executemany of the same rows", f"{r['baseline_rows_per_s']:,.0f} rows/s"),
         ("  ratio", f"{r['ratio']:.2f}"),
-        ("import 100,000 / 1,000,000 organizations",
-         f"{r['rows_per_s_100k']:,.0f} / {r['rows_per_s_1m']:,.0f} rows/s"),
+        (
+            "import 100,000 / 1,000,000 organizations",
+            f"{r['rows_per_s_100k']:,.0f} / {r['rows_per_s_1m']:,.0f} rows/s",
+        ),
         ("  per-row cost, 1M vs 100k", f"{r['per_row_cost_ratio_1m_vs_100k']:.2f}"),
-        ("e-mail phase, 20 ms per body, 1 vs 4 fetch threads",
-         f"{r['email_1_thread_s']:.1f} s vs {r['email_4_threads_s']:.1f} s"),
+        (
+            "e-mail phase, 20 ms per body, 1 vs 4 fetch threads",
+            f"{r['email_1_thread_s']:.1f} s vs {r['email_4_threads_s']:.1f} s",
+        ),
         ("  speed-up", f"{r['email_speedup_4_threads']:.2f}"),
     ]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
-    keys = ["rows_per_s", "baseline_rows_per_s", "ratio", "email_speedup_4_threads",
-            "per_row_cost_ratio_1m_vs_100k"]
+    keys = [
+        "rows_per_s",
+        "baseline_rows_per_s",
+        "ratio",
+        "email_speedup_4_threads",
+        "per_row_cost_ratio_1m_vs_100k",
+    ]
     print(json.dumps({key: round(r[key], 3) for key in keys}))
 
 

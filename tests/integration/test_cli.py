@@ -73,8 +73,10 @@ def test_jobs_counts_failed_retry_discard_and_batches(
 def test_reap_prints_what_each_sweep_did(db_url: str) -> None:
     result = ferryman(db_url, "reap")
     assert result.returncode == 0
-    assert result.stdout.startswith("stalled batches: 0 stale member(s) removed, 0 sealed")
-    assert "prune: 0 job(s)" in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[0] == "dead or stale task claims: 0 task(s) released"
+    assert "stalled batches: 0 stale member(s) removed, 0 sealed, 0 finished" in lines
+    assert any(line.startswith("prune: 0 job(s)") for line in lines)
 
 
 def test_bad_configuration_exits_2_with_the_message_and_no_secret(db_url: str) -> None:

@@ -64,7 +64,10 @@ def test_malformed_records_are_recorded_and_claim_no_ledger_slot(conn: connect.C
 def test_rows_already_in_the_ledger_are_skipped_not_written_twice(conn: connect.Connection) -> None:
     target = _target(conn, "organizations")
     first = _write(conn, target, [{"id": i, "name": f"o{i}"} for i in range(1, 26)])
-    again = _write(conn, target, [{"id": i, "name": f"o{i}"} for i in range(20, 31)])
+    overlapping = [{"id": i, "name": f"o{i}"} for i in range(20, 31)]
+    with pytest.raises(windows.REFUSED):  # the ledger's key refuses the one-statement write
+        _write(conn, target, overlapping)
+    again = _write(conn, target, overlapping, careful=True)
     assert (first.written, again.written, again.skipped) == (25, 5, 6)
     row = conn.execute(
         "SELECT count(*) AS n, count(DISTINCT source_id) AS d FROM crm_organizations"

@@ -7,9 +7,9 @@ A task job claims its task with a fenced update or exits; then it walks its curs
   the task, creates the next task of its stripe (a full page: start + stripes x page size),
   tries the phase barrier, tops the run up and completes the job, all in one commit;
 - a **tree** task (e-mail) works through its parents (ten deals): per deal one listing, then
-  rounds of ``fetch_threads`` bodies on fetch threads (the tokens reserved on the job thread
-  first; fetch threads hold no connection), then windows of messages on the job thread, with a
-  checkpoint after each deal. Messages the ledger holds are not fetched again.
+  rounds of bodies on ``fetch_threads`` fetch threads (each round's tokens are reserved on the
+  job thread first; fetch threads hold no connection), then windows of messages on the job
+  thread, with a checkpoint after each deal. Messages the ledger holds are not fetched again.
 
 Every write happens on the job thread, in windows, in order. Cancel and suspend are seen at the
 next window boundary.
@@ -35,6 +35,9 @@ from ferryman_worker.queue import JobContext, enqueue_many, job
 
 TASK_JOB = "ferryman.task"
 LANE = "migrations"
+ROUND_PER_THREAD = 8
+"""Bodies per fetch thread in one round: the round's tokens are reserved on the job thread
+first, then the fetch threads drain it with no barrier between bodies."""
 
 
 def _q(name: str) -> str:
@@ -186,10 +189,12 @@ class Scope:
         malformed = [*extra_malformed, *malformed]
         for careful in (False, True):
             try:
-                transaction: contextlib.AbstractContextManager[object] = (
-                    self.ctx.completing() if finish else self.conn.transaction()
-                )
-                with transaction:  # both on the claim's connection
+                with contextlib.ExitStack() as stack:
+                    if not careful and not malformed:  # BEGIN, rows, checkpoint: one round trip
+                        stack.enter_context(self.conn.pipeline())
+                    stack.enter_context(
+                        self.ctx.completing() if finish else self.conn.transaction()
+                    )
                     counts = windows.write(
                         self.conn, self.target, valid, malformed, careful=careful
                     )
@@ -304,8 +309,8 @@ def _children_with_bodies(
 ) -> tuple[list[dict[str, Any]], list[tuple[str | None, str]]]:
     """A parent's children not yet written, with their bodies, and the malformed headers."""
     headers = _list_children(scope, parent)
-    valid_ids = {str(v["id"]) for v in windows.validate(scope.kind, headers)[0]}
-    _, malformed = windows.validate(scope.kind, headers)
+    valid, malformed = windows.validate(scope.kind, headers)
+    valid_ids = {str(getattr(model, "id", None)) for model in valid}
     written = {
         row["source_id"]
         for row in scope.conn.execute(
@@ -335,14 +340,18 @@ def _list_children(scope: Scope, parent: int) -> list[dict[str, Any]]:
 def fetch_bodies(
     scope: Scope, pool: concurrent.futures.ThreadPoolExecutor, headers: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Rounds of ``fetch_threads`` body calls: reserve the round's tokens on the job thread,
-    run the calls on the fetch threads, join them all; retry what failed retryably."""
+    """Rounds of up to ``fetch_threads`` x ROUND_PER_THREAD body calls: reserve the round's
+    tokens on the job thread, run the calls on the fetch threads, join them all; retry what
+    failed retryably."""
     threads = int(scope.options["fetch_threads"])
     bodies: dict[int, dict[str, Any]] = {}
     pending = list(enumerate(headers))
     failures = 0
     while pending:
-        batch, pending = pending[:threads], pending[threads:]
+        batch, pending = (
+            pending[: threads * ROUND_PER_THREAD],
+            pending[threads * ROUND_PER_THREAD :],
+        )
         requests = [scope.provider.body(scope.kind.name, header) for _, header in batch]
         scope.budget.reserve(scope.conn, sum(r.cost for r in requests))
         retry: list[tuple[int, dict[str, Any]]] = []

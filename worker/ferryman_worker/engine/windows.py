@@ -13,11 +13,12 @@ subtransactions: keep W under PostgreSQL's 64 cached per transaction.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
-from pydantic import ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
@@ -51,17 +52,28 @@ class Counts:
 
 def validate(
     kind: Kind, records: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[tuple[str | None, str]]]:
-    """Split records into valid rows (JSON-able, as the writer takes them) and malformed ones
-    (source id, reason)."""
-    valid: list[dict[str, Any]] = []
+) -> tuple[list[BaseModel], list[tuple[str | None, str]]]:
+    """Split records into valid rows (their models) and malformed ones (source id, reason).
+
+    The whole window is validated in one call; only a window with a malformed record is
+    validated again record by record, to tell which."""
+    try:
+        return _adapter(kind.model).validate_python(records), []
+    except ValidationError:
+        pass
+    valid: list[BaseModel] = []
     malformed: list[tuple[str | None, str]] = []
     for record in records:
         try:
-            valid.append(kind.model.model_validate(record).model_dump(mode="json"))
+            valid.append(kind.model.model_validate(record))
         except ValidationError as exc:
             malformed.append((_source_id(record), _reason(exc)))
     return valid, malformed
+
+
+@functools.cache
+def _adapter(model: type[BaseModel]) -> TypeAdapter[list[Any]]:
+    return TypeAdapter(list[model])  # type: ignore[valid-type]
 
 
 REFUSED = (psycopg.DataError, psycopg.IntegrityError)
@@ -71,7 +83,7 @@ REFUSED = (psycopg.DataError, psycopg.IntegrityError)
 def write(
     conn: Connection,
     target: Target,
-    valid: list[dict[str, Any]],
+    valid: list[BaseModel],
     malformed: list[tuple[str | None, str]],
     *,
     careful: bool = False,
@@ -85,10 +97,9 @@ def write(
         counts.failed += record_error(conn, target, source_id, reason)
     if careful:
         counts.add(_row_by_row(conn, target, valid))
-    elif valid:
-        written = _insert(conn, target, valid)
-        counts.written += written
-        counts.skipped += len(valid) - written
+    elif valid:  # all or nothing: a refusal raises (at once, or at a pipeline's sync)
+        _execute_insert(conn, target, valid)
+        counts.written += len(valid)
     return counts
 
 
@@ -107,7 +118,7 @@ def record_error(conn: Connection, target: Target, source_id: str | None, reason
     return cursor.rowcount
 
 
-def _row_by_row(conn: Connection, target: Target, rows: list[dict[str, Any]]) -> Counts:
+def _row_by_row(conn: Connection, target: Target, rows: list[BaseModel]) -> Counts:
     counts = Counts()
     for row in rows:
         try:
@@ -125,21 +136,30 @@ def _row_by_row(conn: Connection, target: Target, rows: list[dict[str, Any]]) ->
     return counts
 
 
-def _insert(conn: Connection, target: Target, rows: list[dict[str, Any]]) -> int:
-    row = conn.execute(
+def _insert(conn: Connection, target: Target, rows: list[BaseModel]) -> int:
+    row = _execute_insert(conn, target, rows).fetchone()
+    return int(row["written"]) if row else 0
+
+
+def _execute_insert(conn: Connection, target: Target, rows: list[BaseModel]) -> Any:
+    payload = _adapter(target.kind.model).dump_json(rows)  # the writer's JSON, made in Rust
+    return conn.execute(
         target.provider.insert_query(target.kind.name),
         {
-            "rows": Jsonb(rows),
+            "rows": Jsonb(payload, dumps=_as_is),
             "workspace": target.workspace,
             "kind": target.kind.name,
             "run_id": target.run_id,
         },
-    ).fetchone()
-    return int(row["written"]) if row else 0
+    )
 
 
-def _source_id(record: dict[str, Any]) -> str | None:
-    value = record.get("id")
+def _as_is(payload: Any) -> Any:
+    return payload
+
+
+def _source_id(record: dict[str, Any] | BaseModel) -> str | None:
+    value = getattr(record, "id", None) if isinstance(record, BaseModel) else record.get("id")
     return None if value is None else str(value)
 
 
