@@ -11,9 +11,8 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
-from psycopg import sql
 
-from ferryman_worker.db import connect, embedded, migrate
+from ferryman_worker.db import connect, databases, embedded, migrate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SUPPORT = ROOT / "tests" / "support"
@@ -44,10 +43,9 @@ def pg_admin_url(pg_server: embedded.EmbeddedServer | None) -> str:
 
 @pytest.fixture(scope="session")
 def template_url(pg_admin_url: str) -> str:
-    with connect.connect(pg_admin_url) as admin:
-        _drop(admin, TEMPLATE)
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE)))
-    url = _with_db(pg_admin_url, TEMPLATE)
+    """A migrated database that every test's database is cloned from."""
+    databases.drop(pg_admin_url, TEMPLATE)
+    url = databases.create(pg_admin_url, TEMPLATE)
     with connect.connect(url) as conn:
         migrate.migrate(conn)
     return url
@@ -57,33 +55,11 @@ def template_url(pg_admin_url: str) -> str:
 def db_url(pg_admin_url: str, template_url: str) -> Iterator[str]:
     """A fresh, migrated database for one test."""
     name = f"ferryman_test_{os.getpid()}_{next(_counter)}"
-    with connect.connect(pg_admin_url) as admin:
-        admin.execute(
-            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                sql.Identifier(name), sql.Identifier(TEMPLATE)
-            )
-        )
-    try:
-        yield _with_db(pg_admin_url, name)
-    finally:
-        with connect.connect(pg_admin_url) as admin:
-            _drop(admin, name)
+    with databases.scratch(pg_admin_url, name, template=TEMPLATE) as url:
+        yield url
 
 
 @pytest.fixture
 def conn(db_url: str) -> Iterator[connect.Connection]:
     with connect.connect(db_url) as c:
         yield c
-
-
-def _drop(admin: connect.Connection, name: str) -> None:
-    admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-def _with_db(url: str, dbname: str) -> str:
-    """``url`` pointing at another database (works for socket and host URLs)."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    params = conninfo_to_dict(url)
-    params["dbname"] = dbname
-    return make_conninfo(**params)  # type: ignore[arg-type]

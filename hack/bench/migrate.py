@@ -30,10 +30,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ferryman_worker.db import connect, embedded, migrate
+from ferryman_worker.db import connect, databases, embedded
 from ferryman_worker.engine import runs
 from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime, credential_env_var
@@ -71,25 +69,14 @@ def democrm(**options: Any) -> Iterator[str]:
 
 
 class Databases:
+    """Fresh databases on one server, one per scenario."""
+
     def __init__(self, admin_url: str) -> None:
         self.admin_url, self.count = admin_url, 0
 
-    @contextlib.contextmanager
-    def fresh(self) -> Iterator[str]:
+    def fresh(self) -> contextlib.AbstractContextManager[str]:
         self.count += 1
-        name = f"ferryman_migbench_{os.getpid()}_{self.count}"
-        with connect.connect(self.admin_url) as admin:
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        params = conninfo_to_dict(self.admin_url)
-        params["dbname"] = name
-        url = make_conninfo(**params)  # type: ignore[arg-type]
-        with connect.connect(url) as conn:
-            migrate.migrate(conn)
-        try:
-            yield url
-        finally:
-            with connect.connect(self.admin_url) as admin:
-                admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+        return databases.scratch(self.admin_url, f"ferryman_bench_{os.getpid()}_{self.count}")
 
 
 def run_import(

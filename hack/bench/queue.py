@@ -25,12 +25,8 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
 
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-from ferryman_worker.db import connect, embedded, migrate
+from ferryman_worker.db import connect, databases, embedded
 from ferryman_worker.queue import Registry, batch, enqueue, enqueue_many, job
 from ferryman_worker.queue.worker import Worker
 from ferryman_worker.settings import Settings
@@ -55,28 +51,14 @@ def done(batch: dict[str, object]) -> None:
 
 
 class Databases:
-    """Fresh databases on one server."""
+    """Fresh databases on one server, one per scenario."""
 
     def __init__(self, admin_url: str) -> None:
-        self.admin_url = admin_url
-        self.count = 0
+        self.admin_url, self.count = admin_url, 0
 
-    @contextlib.contextmanager
-    def fresh(self) -> Iterator[str]:
+    def fresh(self) -> contextlib.AbstractContextManager[str]:
         self.count += 1
-        name = f"ferryman_bench_{os.getpid()}_{self.count}"
-        with connect.connect(self.admin_url) as admin:
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        params = conninfo_to_dict(self.admin_url)
-        params["dbname"] = name
-        url = make_conninfo(**params)  # type: ignore[arg-type]
-        with connect.connect(url) as conn:
-            migrate.migrate(conn)
-        try:
-            yield url
-        finally:
-            with connect.connect(self.admin_url) as admin:
-                admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+        return databases.scratch(self.admin_url, f"ferryman_bench_{os.getpid()}_{self.count}")
 
 
 def worker(url: str, lanes: str) -> Worker:

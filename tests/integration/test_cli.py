@@ -8,9 +8,8 @@ import subprocess
 import sys
 
 import ferryman_testjobs as tj
-from psycopg import sql
 
-from ferryman_worker.db import connect
+from ferryman_worker.db import connect, databases
 from ferryman_worker.queue import batch, enqueue_many
 
 SUPPORT = pathlib.Path(tj.__file__).parent
@@ -35,10 +34,8 @@ def ferryman(
 
 
 def test_db_migrate_and_status_on_a_new_database(pg_admin_url: str, db_url: str) -> None:
-    with connect.connect(pg_admin_url) as admin:
-        admin.execute(sql.SQL("DROP DATABASE IF EXISTS cli_new WITH (FORCE)"))
-        admin.execute(sql.SQL("CREATE DATABASE cli_new"))
-    url = db_url.replace(db_url.split("dbname=")[1].split()[0], "cli_new")
+    databases.drop(pg_admin_url, "cli_new")
+    url = databases.create(pg_admin_url, "cli_new")
     assert "pending" in ferryman(url, "db", "status").stdout
     first = ferryman(url, "db", "migrate")
     assert first.returncode == 0 and "applied 0001_capsule" in first.stdout

@@ -6,9 +6,7 @@ import pathlib
 import subprocess
 import threading
 
-from psycopg import sql
-
-from ferryman_worker.db import connect, migrate
+from ferryman_worker.db import connect, databases, migrate
 
 SCHEMA = (pathlib.Path(migrate.__file__).parent / "sql" / "schema.sql").read_text()
 
@@ -47,16 +45,8 @@ def _schema_dump(url: str) -> str:
 
 
 def _fresh_db(admin_url: str, name: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    with connect.connect(admin_url) as admin:
-        admin.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-        )
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    params = conninfo_to_dict(admin_url)
-    params["dbname"] = name
-    return make_conninfo(**params)  # type: ignore[arg-type]
+    databases.drop(admin_url, name)
+    return databases.create(admin_url, name)
 
 
 def test_migrating_a_fresh_database_equals_the_schema_file(pg_admin_url: str) -> None:

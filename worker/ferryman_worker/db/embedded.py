@@ -28,8 +28,9 @@ class EmbeddedServer:
     handle: Any
 
     def url(self, dbname: str = "postgres") -> str:
-        base: str = self.handle.get_uri()
-        return base.replace("/postgres?", f"/{dbname}?", 1)
+        from ferryman_worker.db import databases
+
+        return databases.url_for(str(self.handle.get_uri()), dbname)
 
     def restart(self) -> None:
         """Restart the server in place (fast shutdown): every connection to it is cut."""
@@ -78,15 +79,9 @@ def start(
 
 def ensure_database(server: EmbeddedServer, dbname: str) -> str:
     """Create ``dbname`` on the server if missing; returns its URL."""
-    from ferryman_worker.db import connect
+    from ferryman_worker.db import databases
 
-    with connect.connect(server.url()) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone()
-        if not exists:
-            from psycopg import sql
-
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
-    return server.url(dbname)
+    return databases.create(server.url(), dbname, exist_ok=True)
 
 
 def _signal_and_wait(pid: int, timeout: float = 30.0) -> None:
