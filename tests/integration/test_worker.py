@@ -160,7 +160,6 @@ def test_pressure_defers_a_job_without_running_it(db_url: str) -> None:
     _setup(db_url)
     # threshold 1 with a second session busy in pg_sleep: the database is "under pressure"
     with connect.connect(db_url) as busy, connect.connect(db_url) as busy2:
-        stop = threading.Event()
         sleeper = threading.Thread(target=lambda: busy.execute("SELECT pg_sleep(4)"))
         sleeper2 = threading.Thread(target=lambda: busy2.execute("SELECT pg_sleep(4)"))
         sleeper.start()
@@ -186,7 +185,6 @@ def test_pressure_defers_a_job_without_running_it(db_url: str) -> None:
             sleeper.join()
             sleeper2.join()
             wait_for(lambda: _runs(db_url) == 1, 20, "the job to run once pressure is gone")
-        stop.set()
 
 
 def test_jobs_with_one_concurrency_key_never_overlap(db_url: str) -> None:
