@@ -90,7 +90,10 @@ DECLARE
     v_info jsonb;
     v_callback jsonb;
 BEGIN
-    IF EXISTS (SELECT 1 FROM ferryman_batch_members WHERE batch_id = p_batch) THEN
+    -- Members finish roughly in id order, so look from the newest: the dead index entries of
+    -- finished members pile up at the oldest end, and an EXISTS from there would step over them.
+    PERFORM 1 FROM ferryman_batch_members WHERE batch_id = p_batch ORDER BY job_id DESC LIMIT 1;
+    IF FOUND THEN
         RETURN false;
     END IF;
     SELECT count(*), count(*) FILTER (WHERE status IN ('failed', 'discarded'))
