@@ -60,7 +60,9 @@ def start(
     the data folder.
     """
     try:
-        import pgserver
+        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            import pgserver
     except ImportError:
         raise ConfigurationError(
             "FERRYMAN_DATABASE_URL is unset and the embedded PostgreSQL is not installed: "

@@ -165,6 +165,7 @@ class Scope:
             except SourceError as exc:
                 if not exc.retryable or attempt + 1 == self.retry.attempts:
                     raise
+                self.gate(self.conn)  # suspended or cancelled meanwhile: stop retrying
                 self.retry.sleep(attempt)
         raise SourceError(
             f"GET {request.path}: still rate-limited after {self.retry.attempts} tries",
@@ -371,6 +372,7 @@ def fetch_bodies(
             failures += 1
             if failures > scope.retry.attempts * 4:
                 raise SourceError("message bodies kept failing", retryable=True)
+            scope.gate(scope.conn)  # suspended or cancelled meanwhile: stop retrying
             scope.retry.sleep(min(failures, 5))
             pending = retry + pending
     return [bodies[position] for position in sorted(bodies)]
