@@ -1,0 +1,338 @@
+"""The MigrationRun models: spec, status, and the rules a spec must follow."""
+
+from __future__ import annotations
+
+import enum
+import urllib.parse
+from typing import Annotated, Final, Literal, Self
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+API_VERSION: Final = "ferryman.dev/v1alpha1"
+KIND: Final = "MigrationRun"
+
+DNS_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS_LABEL: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+IDENTIFIER: Final = r"^[a-z][a-z0-9_]*$"
+SECRET_KEY: Final = r"^[-._a-zA-Z0-9]+$"
+HTTP_URL: Final = r"^https?://"
+CONDITION_TYPE: Final = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+CONDITION_REASON: Final = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+
+SECRET_ADVICE: Final = (
+    "put them in a Secret and reference it with spec.source.credentialsSecretRef {name, key}"
+)
+INLINE_CREDENTIALS: Final = "credentials must not be inline; " + SECRET_ADVICE
+_SECRET_KEYS: Final = frozenset(
+    {"token", "apikey", "apitoken", "accesstoken", "bearertoken", "password", "secret"}
+    | {"clientsecret", "credentials"}
+)
+
+DnsSubdomain = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
+DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL)]
+Identifier = Annotated[str, Field(min_length=1, max_length=63, pattern=IDENTIFIER)]
+Count = Annotated[int, Field(ge=0, strict=True)]
+
+
+def _check_base_url(url: str) -> str:
+    """Refuse what is not a plain http(s) base URL, without ever repeating the URL."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError:
+        raise PydanticCustomError("url_parsing", "is not a valid URL") from None
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise PydanticCustomError(
+            "inline_credentials", "must not carry credentials (user:password@); " + SECRET_ADVICE
+        )
+    if parts.query or parts.fragment:
+        raise PydanticCustomError(
+            "url_query",
+            "must not have a query or fragment "
+            "(credentials belong in spec.source.credentialsSecretRef)",
+        )
+    if not parts.hostname or any(char.isspace() for char in url):
+        raise PydanticCustomError(
+            "url_host", "must be an http(s) URL with a host, e.g. https://api.example.com"
+        )
+    return url
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        hide_input_in_errors=True,
+    )
+
+
+class ObjectMeta(_Model):
+    """Kubernetes object metadata; only name and namespace matter, other keys are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: DnsSubdomain
+    """Name of the run, unique in its namespace (a DNS-1123 subdomain)."""
+
+    namespace: DnsLabel = "default"
+    """Namespace of the run; its credentials Secret lives in the same namespace."""
+
+
+class SecretKeyRef(_Model):
+    """A key of a Secret in the run's namespace."""
+
+    name: DnsSubdomain
+    """Name of the Secret, in the MigrationRun's namespace."""
+
+    key: Annotated[str, Field(min_length=1, max_length=253, pattern=SECRET_KEY)] = "token"
+    """Key of the Secret whose value is the source credential."""
+
+
+class RateLimitSpec(_Model):
+    """The source's token budget, shared by every worker that uses this credential."""
+
+    tokens_per_second: Annotated[float, Field(gt=0, strict=True, allow_inf_nan=False)]
+    """Tokens added back to the budget per second."""
+
+    burst: Annotated[int, Field(ge=1, strict=True)]
+    """Tokens in the budget when it is full; a listing costs about 20, a message body 1."""
+
+
+class SourceSpec(_Model):
+    """Where the data comes from; credentials only ever come from a Secret."""
+
+    provider: Identifier
+    """Provider plug-in that talks to the source, e.g. democrm."""
+
+    base_url: Annotated[
+        str,
+        Field(alias="baseURL", min_length=1, max_length=2048, pattern=HTTP_URL),
+        AfterValidator(_check_base_url),
+    ]
+    """Base URL of the source API (http or https), without credentials, query or fragment."""
+
+    credentials_secret_ref: SecretKeyRef
+    """Secret key holding the source credential (never put the credential itself here)."""
+
+    rate_limit: RateLimitSpec | None = None
+    """Token budget of this credential; absent: the provider's default."""
+
+
+class RunOptions(_Model):
+    """How the run is cut into work; the defaults suit most sources."""
+
+    stripes: Annotated[int, Field(ge=1, le=64, strict=True)] = 4
+    """Page-walking tasks per kind that run side by side, each walking every S-th page."""
+
+    page_size: Annotated[int, Field(ge=1, le=500, strict=True)] = 500
+    """Rows per listing call; a listing costs the same whatever its size, so the largest is best."""
+
+    window_size: Annotated[int, Field(ge=1, le=60, strict=True)] = 25
+    """Rows per transaction; each row is one savepoint, and PostgreSQL caches 64 per transaction."""
+
+    max_in_flight: Annotated[int, Field(ge=1, le=1000, strict=True)] | None = None
+    """Tasks of this run running or queued at once; absent: 2 x the migrations lane's width."""
+
+    fetch_threads: Annotated[int, Field(ge=1, le=16, strict=True)] = 4
+    """Threads that fetch message bodies for one email task (they hold no database connection)."""
+
+    deals_per_task: Annotated[int, Field(ge=1, le=1000, strict=True)] = 10
+    """Deals whose messages one email task imports."""
+
+
+class MigrationRunSpec(_Model):
+    """What to migrate, from where, and how."""
+
+    workspace: DnsLabel
+    """Destination workspace; at most one run per workspace is live at a time."""
+
+    source: SourceSpec
+    """The source API and the Secret holding its credential."""
+
+    kinds: Annotated[
+        list[Identifier], Field(json_schema_extra={"x-kubernetes-list-type": "set"})
+    ] = Field(default_factory=list)
+    """Kinds to import, e.g. [organizations, people]; empty: every kind the provider has."""
+
+    options: RunOptions = Field(default_factory=RunOptions)
+    """Tuning: stripes, page and window sizes, in-flight limit, fetch threads."""
+
+    suspend: Annotated[bool, Field(strict=True)] = False
+    """True pauses the run at the next window; false resumes it."""
+
+    ttl_seconds_after_finished: Annotated[int, Field(ge=0, strict=True)] | None = None
+    """Seconds after which a finished run is deleted; absent: kept until deleted by hand."""
+
+    @field_validator("kinds")
+    @classmethod
+    def _each_kind_once(cls, kinds: list[str]) -> list[str]:
+        first: dict[str, int] = {}
+        for index, kind in enumerate(kinds):
+            if kind in first:
+                raise PydanticCustomError(
+                    "duplicate_kind",
+                    "'{kind}' is listed twice (first at index {first}); list each kind once",
+                    {"at": index, "kind": kind, "first": first[kind]},
+                )
+            first[kind] = index
+        return kinds
+
+    def effective_max_in_flight(self, lane_width: int) -> int:
+        """Tasks this run may keep running or queued: ``maxInFlight``, or 2 x ``lane_width``."""
+        if lane_width < 1:
+            raise ValueError(f"lane_width must be at least 1; got {lane_width}")
+        limit = self.options.max_in_flight
+        return limit if limit is not None else 2 * lane_width
+
+
+class RunState(enum.StrEnum):
+    """Where a run is in its life."""
+
+    PENDING = "Pending"
+    QUEUED = "Queued"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+    @property
+    def finished(self) -> bool:
+        """True for the terminal states: Succeeded, Failed, Cancelled."""
+        return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+
+
+class Condition(_Model):
+    """One aspect of the run's state, in the shape of Kubernetes' metav1.Condition."""
+
+    type: Annotated[str, Field(min_length=1, max_length=316, pattern=CONDITION_TYPE)]
+    """Kind of condition, CamelCase, e.g. Admitted."""
+
+    status: Literal["True", "False", "Unknown"]
+    """Whether the condition holds: True, False or Unknown."""
+
+    reason: Annotated[str, Field(min_length=1, max_length=1024, pattern=CONDITION_REASON)]
+    """Why, as a CamelCase word, e.g. WorkspaceBusy."""
+
+    message: Annotated[str, Field(max_length=32768)] = ""
+    """Why, for humans."""
+
+    last_transition_time: AwareDatetime
+    """When the status last changed."""
+
+    observed_generation: Count | None = None
+    """The metadata.generation this condition was computed from."""
+
+
+class MigrationRunStatus(_Model):
+    """What the operator last saw of the run; written by the operator only."""
+
+    state: RunState | None = None
+    """Pending, Queued, Running, Succeeded, Failed or Cancelled."""
+
+    phase: str | None = None
+    """The migration phase running now, e.g. organizations."""
+
+    tasks_done: Count = 0
+    """Tasks finished."""
+
+    tasks_total: Count = 0
+    """Tasks created so far (it grows as pages are discovered)."""
+
+    tasks_summary: str | None = None
+    """tasksDone/tasksTotal, e.g. 12/40, for the TASKS column; filled in when absent."""
+
+    rows_written: Count = 0
+    """Source rows written to the destination."""
+
+    rows_skipped: Count = 0
+    """Malformed source rows skipped and recorded."""
+
+    rows_failed: Count = 0
+    """Source rows that could not be written."""
+
+    started_at: AwareDatetime | None = None
+    """When the run started working."""
+
+    finished_at: AwareDatetime | None = None
+    """When the run reached Succeeded, Failed or Cancelled."""
+
+    observed_generation: Count | None = None
+    """The metadata.generation this status was computed from."""
+
+    conditions: Annotated[
+        list[Condition],
+        Field(
+            json_schema_extra={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+            }
+        ),
+    ] = Field(default_factory=list)
+    """Conditions of the run, at most one per type."""
+
+    @field_validator("conditions")
+    @classmethod
+    def _one_condition_per_type(cls, conditions: list[Condition]) -> list[Condition]:
+        seen: set[str] = set()
+        for index, condition in enumerate(conditions):
+            if condition.type in seen:
+                raise PydanticCustomError(
+                    "duplicate_condition",
+                    "a condition of type '{type}' is already listed; keep one per type",
+                    {"at": index, "type": condition.type},
+                )
+            seen.add(condition.type)
+        return conditions
+
+    @model_validator(mode="after")
+    def _summarize_tasks(self) -> Self:
+        if self.tasks_summary is None:
+            self.tasks_summary = f"{self.tasks_done}/{self.tasks_total}"
+        return self
+
+
+class MigrationRun(_Model):
+    """A migration of one workspace's data from a source API into PostgreSQL."""
+
+    api_version: Literal["ferryman.dev/v1alpha1"]
+    """Always ferryman.dev/v1alpha1."""
+
+    kind: Literal["MigrationRun"]
+    """Always MigrationRun."""
+
+    metadata: ObjectMeta
+    """Name and namespace of the run."""
+
+    spec: MigrationRunSpec
+    """What to migrate, from where, and how."""
+
+    status: MigrationRunStatus | None = None
+    """Written by the operator; ignored when a run is loaded."""
+
+
+_ROOTS: Final[tuple[type[BaseModel], ...]] = (
+    MigrationRun,
+    ObjectMeta,
+    MigrationRunSpec,
+    SourceSpec,
+    SecretKeyRef,
+    RateLimitSpec,
+    RunOptions,
+    MigrationRunStatus,
+    Condition,
+)
