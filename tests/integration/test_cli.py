@@ -71,7 +71,10 @@ def test_reap_prints_what_each_sweep_did(db_url: str) -> None:
     result = ferryman(db_url, "reap")
     assert result.returncode == 0
     lines = result.stdout.splitlines()
-    assert lines[0] == "dead or stale task claims: 0 task(s) released"
+    assert lines[:2] == [
+        "dead or stale task claims: 0 task(s) released",
+        "runs whose heartbeat stopped: 0 run(s) requeued",
+    ]
     assert "stalled batches: 0 stale member(s) removed, 0 sealed, 0 finished" in lines
     assert any(line.startswith("prune: 0 job(s)") for line in lines)
 

@@ -32,8 +32,9 @@ def _jobs(conn: connect.Connection) -> int:
 def test_nothing_stalled_means_nothing_done(conn: connect.Connection) -> None:
     _started(conn)
     lines = reap(conn, Settings())
-    assert lines[:4] == [
+    assert lines[:5] == [
         "dead or stale task claims: 0 task(s) released",
+        "runs whose heartbeat stopped: 0 run(s) requeued",
         "failed tasks: 0 run(s) marked failed",
         "phases closed without a winner: 0 run(s) advanced",
         "runs below their in-flight limit: 0 run(s) refilled, 0 task(s) queued",
@@ -115,6 +116,20 @@ def test_the_last_phase_closed_without_a_winner_finishes_the_run(conn: connect.C
     conn.execute("UPDATE ferryman_tasks SET status = 'done'")
     assert sweep_engine(conn, stale_after=1800).advanced == 1
     assert runs.lock(conn, run["id"])["state"] == "succeeded"
+
+
+def test_a_run_whose_heartbeat_stopped_gets_its_queued_tasks_new_jobs(
+    conn: connect.Connection,
+) -> None:
+    run = _started(conn)
+    conn.execute("DELETE FROM ferryman_jobs")  # its queued tasks' jobs are gone
+    assert sweep_engine(conn, stale_after=1800).stalled_runs == 0  # not yet: it may be busy
+    conn.execute("UPDATE ferryman_runs SET heartbeat_at = now() - interval '1 hour'")
+    sweeps = sweep_engine(conn, stale_after=1800)
+    assert (sweeps.stalled_runs, sweeps.queued) == (1, 4)
+    assert _jobs(conn) == 4 and {t["status"] for t in _tasks(conn)} == {"queued"}
+    assert runs.lock(conn, run["id"])["heartbeat_at"] is not None
+    assert sweep_engine(conn, stale_after=1800).stalled_runs == 0  # the heartbeat was renewed
 
 
 def test_a_run_whose_failed_task_did_not_fail_it_is_failed(conn: connect.Connection) -> None:

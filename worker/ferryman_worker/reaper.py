@@ -5,6 +5,8 @@ don't already say, and is safe to run concurrently with workers and with another
 
 - release running tasks whose claim is dead (their job's lock is gone) or stale (30 minutes
   without a checkpoint): the cursor is intact, the retry resumes;
+- requeue the queued tasks of runs whose heartbeat stopped (30 minutes without a window): their
+  jobs may be gone (discarded, deleted);
 - fail runs with a task that failed for good, whose finisher died before failing the run;
 - advance phases that closed without a winner (and finish runs whose last phase closed);
 - refill runs whose tasks in flight are below their limit, oldest run first;
@@ -30,6 +32,7 @@ def _q(name: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class EngineSweeps:
     released: int
+    stalled_runs: int
     failed_runs: int
     advanced: int
     refilled_runs: int
@@ -39,6 +42,7 @@ class EngineSweeps:
 def sweep_engine(conn: Connection, stale_after: float) -> EngineSweeps:
     """The engine's sweeps, in the order in which each makes work for the next."""
     released = conn.execute(_q("release_dead_claims"), {"stale_after": stale_after}).fetchall()
+    stalled = conn.execute(_q("release_stalled_runs"), {"stale_after": stale_after}).fetchone()
     failed = conn.execute(_q("fail_runs_with_failed_tasks")).fetchall()
     advanced = 0
     for run in conn.execute(_q("runs_with_closed_phase")).fetchall():
@@ -54,7 +58,14 @@ def sweep_engine(conn: Connection, stale_after: float) -> EngineSweeps:
             ids = phases.top_up(conn, runs.lock(conn, int(run["id"])))
         refilled += bool(ids)
         queued += len(ids)
-    return EngineSweeps(len(released), len(failed), advanced, refilled, queued)
+    return EngineSweeps(
+        len(released),
+        int(stalled["runs"]) if stalled else 0,
+        len(failed),
+        advanced,
+        refilled,
+        queued,
+    )
 
 
 def reap(conn: Connection, settings: Settings) -> list[str]:
@@ -64,6 +75,7 @@ def reap(conn: Connection, settings: Settings) -> list[str]:
     pruned = admin.prune(conn, settings.retention_hours * 3600)
     return [
         f"dead or stale task claims: {engine.released} task(s) released",
+        f"runs whose heartbeat stopped: {engine.stalled_runs} run(s) requeued",
         f"failed tasks: {engine.failed_runs} run(s) marked failed",
         f"phases closed without a winner: {engine.advanced} run(s) advanced",
         f"runs below their in-flight limit: {engine.refilled_runs} run(s) refilled, "

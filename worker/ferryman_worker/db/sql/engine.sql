@@ -220,6 +220,23 @@ UPDATE ferryman_tasks t SET status = 'pending', job_id = NULL
         OR t.heartbeat_at < now() - make_interval(secs => %(stale_after)s))
 RETURNING t.id, t.run_id;
 
+-- name: release_stalled_runs
+-- Live runs whose heartbeat stopped (no window committed for %(stale_after)s seconds): their
+-- queued tasks go back to pending, so the refill queues them with new jobs (a job of theirs that
+-- still exists finds its task claimed, or claims it, and the other exits). The heartbeat is
+-- renewed, so the next sweep waits a full period again.
+WITH stalled AS (
+    UPDATE ferryman_runs SET heartbeat_at = now()
+     WHERE state = 'running' AND NOT suspended
+       AND heartbeat_at < now() - make_interval(secs => %(stale_after)s)
+    RETURNING id
+), released AS (
+    UPDATE ferryman_tasks t SET status = 'pending'
+      FROM stalled WHERE t.run_id = stalled.id AND t.status = 'queued'
+    RETURNING t.id
+)
+SELECT (SELECT count(*) FROM stalled) AS runs, (SELECT count(*) FROM released) AS tasks;
+
 -- name: runs_below_width
 -- Live runs with pending work in their open phase and fewer tasks in flight than their limit,
 -- oldest first.
