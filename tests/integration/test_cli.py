@@ -91,3 +91,23 @@ def test_bad_configuration_exits_2_with_the_message_and_no_secret(db_url: str) -
     assert unreachable.returncode == 2 and "cannot connect to PostgreSQL" in unreachable.stderr
     for result in (lanes, pool, missing, unreachable):
         assert "s3cret-pw" not in result.stderr + result.stdout
+
+
+def test_reap_prunes_finished_jobs_past_the_retention(
+    conn: connect.Connection, db_url: str
+) -> None:
+    ids = enqueue_many([tj.record.call(n=i) for i in range(4)], conn=conn)
+    conn.execute(
+        "UPDATE ferryman_jobs SET status = 'succeeded',"
+        " finished_at = now() - interval '4 days' WHERE id = ANY(%s)",
+        (ids[:2],),
+    )
+    conn.execute(
+        "UPDATE ferryman_jobs SET status = 'failed', finished_at = now() - interval"
+        " '4 days' WHERE id = %s",
+        (ids[2],),
+    )
+    result = ferryman(db_url, "reap", env={"FERRYMAN_RETENTION_HOURS": "72"})
+    assert "prune: 2 job(s)" in result.stdout
+    left = [r["id"] for r in conn.execute("SELECT id FROM ferryman_jobs ORDER BY id")]
+    assert left == ids[2:]  # failed jobs stay for inspection; ready ones are untouched
