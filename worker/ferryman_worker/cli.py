@@ -168,14 +168,18 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(handler=cmd_status)
     reap = commands.add_parser("reap", help="run the repair sweeps once and print what they did")
     reap.set_defaults(handler=cmd_reap)
-    demo = commands.add_parser("demo", help="enqueue and run jobs locally, showing progress")
+    demo = commands.add_parser(
+        "demo", help="the capsule alone: a batch of jobs run locally, with a progress bar"
+    )
     demo.add_argument("--jobs", type=int, default=2000, help="jobs to run (default 2000)")
     demo.set_defaults(handler=cmd_demo)
     return parser
 
 
 def _add_worker(commands: Any) -> None:
-    worker = commands.add_parser("worker", help="run the capsule: a thread pool per lane")
+    worker = commands.add_parser(
+        "worker", help="run the capsule and the migration task job: a thread pool per lane"
+    )
     worker.add_argument(
         "--lanes",
         help="lanes as name:threads,... (FERRYMAN_LANES; default "
