@@ -24,14 +24,13 @@ import os
 import pathlib
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 
-from ferryman_worker.db import connect, databases, embedded
+from ferryman_worker.db import connect, databases
 from ferryman_worker.engine import runs
 from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime, credential_env_var
@@ -66,17 +65,6 @@ def democrm(**options: Any) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-class Databases:
-    """Fresh databases on one server, one per scenario."""
-
-    def __init__(self, admin_url: str) -> None:
-        self.admin_url, self.count = admin_url, 0
-
-    def fresh(self) -> contextlib.AbstractContextManager[str]:
-        self.count += 1
-        return databases.scratch(self.admin_url, f"ferryman_bench_{os.getpid()}_{self.count}")
 
 
 def run_import(
@@ -138,7 +126,7 @@ def baseline(db_url: str, crm_url: str, count: int) -> float:
         return len(rows) / (time.perf_counter() - began)
 
 
-def organizations(dbs: Databases, count: int) -> tuple[float, float]:
+def organizations(dbs: databases.Scratchpad, count: int) -> tuple[float, float]:
     """(rows/s of the engine, rows/s of the baseline) for ``count`` organizations."""
     with democrm(organizations=count, people=0, deals=0) as url:
         with dbs.fresh() as db:
@@ -149,7 +137,7 @@ def organizations(dbs: Databases, count: int) -> tuple[float, float]:
     return result["rows"] / result["seconds"], plain
 
 
-def email_phase(dbs: Databases, threads: int, deals: int) -> float:
+def email_phase(dbs: databases.Scratchpad, threads: int, deals: int) -> float:
     """Seconds of the messages phase with ``threads`` fetch threads, one lane thread."""
     with (
         democrm(
@@ -166,21 +154,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a tenth of the sizes (smoke run)")
     args = parser.parse_args()
     scale = 10 if args.quick else 1
-    url = os.environ.get("FERRYMAN_DATABASE_URL")
-    server = None
-    if not url:
-        server = embedded.start(tempfile.mkdtemp(prefix="ferryman-migbench-pg-"), cleanup="delete")
-        url = server.url()
-    dbs = Databases(url)
-    try:
+    with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
+        dbs = databases.Scratchpad(admin_url, "ferryman_migbench")
         results = measure(dbs, scale)
-    finally:
-        if server is not None:
-            server.stop()
     report(results)
 
 
-def measure(dbs: Databases, scale: int) -> dict[str, float]:
+def measure(dbs: databases.Scratchpad, scale: int) -> dict[str, float]:
     rows_per_s, plain = organizations(dbs, 400_000 // scale)
     small, _ = organizations(dbs, 100_000 // scale)
     large, _ = organizations(dbs, 1_000_000 // scale)

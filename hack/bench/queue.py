@@ -19,14 +19,12 @@ if sys.path and sys.path[0] == __import__("os").path.dirname(__file__):
     sys.path.pop(0)
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
-import tempfile
 import time
 
-from ferryman_worker.db import connect, databases, embedded
+from ferryman_worker.db import connect, databases
 from ferryman_worker.queue import Registry, batch, enqueue, enqueue_many, job
 from ferryman_worker.queue.worker import Worker
 from ferryman_worker.settings import Settings
@@ -50,22 +48,11 @@ def done(batch: dict[str, object]) -> None:
     """The batch callback."""
 
 
-class Databases:
-    """Fresh databases on one server, one per scenario."""
-
-    def __init__(self, admin_url: str) -> None:
-        self.admin_url, self.count = admin_url, 0
-
-    def fresh(self) -> contextlib.AbstractContextManager[str]:
-        self.count += 1
-        return databases.scratch(self.admin_url, f"ferryman_bench_{os.getpid()}_{self.count}")
-
-
 def worker(url: str, lanes: str) -> Worker:
     return Worker(Settings(lanes=lanes, poll_interval=1.0), url, registry=registry)
 
 
-def bench_enqueue(dbs: Databases, jobs: int) -> float:
+def bench_enqueue(dbs: databases.Scratchpad, jobs: int) -> float:
     with dbs.fresh() as url, connect.connect(url) as conn:
         began = time.perf_counter()
         for _ in range(jobs):
@@ -73,7 +60,7 @@ def bench_enqueue(dbs: Databases, jobs: int) -> float:
         return jobs / (time.perf_counter() - began)
 
 
-def bench_bulk(dbs: Databases, jobs: int, chunk: int = 5000) -> float:
+def bench_bulk(dbs: databases.Scratchpad, jobs: int, chunk: int = 5000) -> float:
     with dbs.fresh() as url, connect.connect(url) as conn:
         calls = [noop.call() for _ in range(chunk)]
         began = time.perf_counter()
@@ -100,7 +87,7 @@ def drain(url: str, lanes: str, expected: int) -> float:
     return elapsed
 
 
-def bench_drain(dbs: Databases, jobs: int, width: int) -> float:
+def bench_drain(dbs: databases.Scratchpad, jobs: int, width: int) -> float:
     with dbs.fresh() as url:
         with connect.connect(url) as conn:
             enqueue_many([noop.call() for _ in range(jobs)], conn=conn)
@@ -108,7 +95,7 @@ def bench_drain(dbs: Databases, jobs: int, width: int) -> float:
         return jobs / drain(url, f"default:{width}", jobs)
 
 
-def bench_batch(dbs: Databases, jobs: int, batched: bool) -> float:
+def bench_batch(dbs: databases.Scratchpad, jobs: int, batched: bool) -> float:
     with dbs.fresh() as url:
         with connect.connect(url) as conn:
             calls = [noop.call() for _ in range(jobs)]
@@ -122,7 +109,7 @@ def bench_batch(dbs: Databases, jobs: int, batched: bool) -> float:
         return drain(url, "default:4", expected)
 
 
-def bench_wake(dbs: Databases, count: int = 200, spacing: float = 0.02) -> list[float]:
+def bench_wake(dbs: databases.Scratchpad, count: int = 200, spacing: float = 0.02) -> list[float]:
     started_at.clear()
     latencies = []
     with dbs.fresh() as url, connect.connect(url) as conn:
@@ -153,21 +140,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3, help="batch-overhead rounds (median)")
     args = parser.parse_args()
-    url = os.environ.get("FERRYMAN_DATABASE_URL")
-    server = None
-    if not url:
-        server = embedded.start(tempfile.mkdtemp(prefix="ferryman-bench-pg-"), cleanup="delete")
-        url = server.url()
-    dbs = Databases(url)
-    try:
+    with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
+        dbs = databases.Scratchpad(admin_url, "ferryman_bench")
         results = run(dbs, args.jobs, args.rounds)
-    finally:
-        if server is not None:
-            server.stop()
     report(results)
 
 
-def run(dbs: Databases, jobs: int, rounds: int) -> dict[str, float]:
+def run(dbs: databases.Scratchpad, jobs: int, rounds: int) -> dict[str, float]:
     results: dict[str, float] = {}
     results["enqueue_per_s"] = bench_enqueue(dbs, 2000)
     results["bulk_enqueue_per_s"] = bench_bulk(dbs, 50_000)

@@ -4,6 +4,8 @@ that lives for a ``with`` block. Used by local commands, the test suite and the 
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 from collections.abc import Iterator
 
 from psycopg import sql
@@ -58,3 +60,31 @@ def scratch(
         yield url
     finally:
         drop(admin_url, name)
+
+
+class Scratchpad:
+    """Numbered scratch databases on one server: ``with pad.fresh() as url:`` per scenario."""
+
+    def __init__(self, admin_url: str, prefix: str = "ferryman_scratch") -> None:
+        self.admin_url = admin_url
+        self.prefix = f"{prefix}_{os.getpid()}"
+        self.count = 0
+
+    def fresh(self) -> contextlib.AbstractContextManager[str]:
+        self.count += 1
+        return scratch(self.admin_url, f"{self.prefix}_{self.count}")
+
+
+@contextlib.contextmanager
+def server(url: str | None, prefix: str = "ferryman-pg-") -> Iterator[str]:
+    """The admin URL of ``url``'s server, or of a throwaway embedded server (deleted after)."""
+    if url:
+        yield url
+        return
+    from ferryman_worker.db import embedded
+
+    started = embedded.start(tempfile.mkdtemp(prefix=prefix), cleanup="delete")
+    try:
+        yield started.url()
+    finally:
+        started.stop()
