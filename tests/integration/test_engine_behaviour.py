@@ -210,3 +210,24 @@ def test_nothing_of_a_later_phase_is_queued_before_its_phase_opens(db_url: str) 
     assert len(queued) == 4 and again == []
     assert claimed is not None and claimed["n"] == 0
     assert provider.phases[0] == ("organizations",)
+
+
+def test_a_task_that_keeps_losing_its_worker_fails_the_run_instead_of_looping(
+    db_url: str,
+) -> None:
+    from ferryman_worker.engine import tasks
+
+    with (
+        DemoCRM.start(seed=15, organizations=50, people=0, deals=0) as crm,
+        credential(crm.api_key),
+    ):
+        run_id = start_run(db_url, request(crm.url, kinds=["organizations"]))
+        with connect.connect(db_url) as conn:  # as if its worker died this often mid-walk
+            conn.execute(
+                "UPDATE ferryman_tasks SET attempts = %s WHERE cursor_key = 'organizations:0'",
+                (tasks.MAX_CLAIMS,),
+            )
+        with engine_worker(db_url):
+            final = wait_finished(db_url, run_id, timeout=60)
+    assert final["state"] == "failed"
+    assert "claimed 50 times without finishing" in final["error"]

@@ -19,6 +19,9 @@ from ferryman_worker.queue import JobContext, enqueue_many, job
 
 TASK_JOB = "ferryman.task"
 LANE = "migrations"
+MAX_CLAIMS = 50
+"""A task claimed this many times without finishing fails its run: the queue does not count an
+attempt whose process died, so a task that crashes its worker would otherwise loop forever."""
 
 
 def _q(name: str) -> str:
@@ -31,6 +34,15 @@ def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
     task = ctx.conn.execute(_q("claim_task"), {"task_id": task_id, "job_id": ctx.job.id}).fetchone()
     if task is None:
         return  # another job has it, it is finished, or its phase is not open: nothing to do
+    if task["attempts"] > MAX_CLAIMS:  # its walk keeps killing its worker, or keeps failing
+        _fail(
+            ctx.conn,
+            task_id,
+            run_id,
+            ctx.job.id,
+            f"claimed {MAX_CLAIMS} times without finishing (does it crash its worker?)",
+        )
+        return
     run = ctx.conn.execute(_q("run_by_id"), {"run_id": run_id}).fetchone()
     assert run is not None
     runtime = ctx.resources.get(RESOURCE) or EngineRuntime()
