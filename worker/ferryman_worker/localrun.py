@@ -105,7 +105,7 @@ def _watch(
             out.write(f"\x1b[{drawn}F\x1b[J" if drawn else "")
             out.write("\n".join(lines) + "\n")
             drawn = len(lines)
-        elif (now - last_print).total_seconds() >= 5 or run.state.finished:
+        elif (now - last_print).total_seconds() >= 5 and not run.state.finished:
             out.write(lines[0] + "\n")
             last_print = now
         out.flush()
