@@ -50,3 +50,24 @@ def test_stripes_cover_a_collection_with_no_gap_and_no_overlap(db_url: str, rows
         truth = crm.truth()
     assert final["state"] == "succeeded", final["error"]
     check_against_truth(db_url, truth, kinds=("organizations",))
+
+
+def test_the_contract_reports_a_finished_run_as_a_status(db_url: str) -> None:
+    from ferryman_worker import contract
+    from ferryman_worker.db import connect
+
+    with (
+        DemoCRM.start(seed=4, organizations=300, people=0, deals=0, malformed_rate=0.02) as crm,
+        credential(crm.api_key),
+        engine_worker(db_url),
+    ):
+        run_id = start_run(db_url, request(crm.url, kinds=["organizations"], page_size=100))
+        wait_finished(db_url, run_id)
+        malformed = len(crm.truth()["organizations"]["malformed"])
+    with connect.connect(db_url) as conn:
+        (run,) = contract.progress(conn, "run-1")
+    status = run.status()
+    assert status.state is contract.RunState.SUCCEEDED
+    assert status.rows_written == 300 - malformed and status.rows_failed == malformed
+    assert status.tasks_summary == f"{run.tasks_done}/{run.tasks_total}"
+    assert status.finished_at is not None and status.phase is None

@@ -6,8 +6,6 @@ so no claim or lock ever outlives the job that took it.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -56,9 +54,8 @@ def make_pool(
     return pool
 
 
-@contextlib.contextmanager
-def opened(pool: psycopg_pool.ConnectionPool[Connection], timeout: float = 30.0) -> Iterator[None]:
-    """Open ``pool`` (waiting for its first connections) and close it on exit."""
+def open_pool(pool: psycopg_pool.ConnectionPool[Connection], timeout: float = 30.0) -> None:
+    """Open ``pool``, waiting for its connections; DatabaseError says what to check."""
     try:
         pool.open(wait=True, timeout=timeout)
     except psycopg_pool.PoolTimeout:
@@ -67,10 +64,6 @@ def opened(pool: psycopg_pool.ConnectionPool[Connection], timeout: float = 30.0)
             f"cannot open {pool.max_size} connections to PostgreSQL within {timeout:.0f}s: "
             "check FERRYMAN_DATABASE_URL and the server's max_connections"
         ) from None
-    try:
-        yield
-    finally:
-        pool.close()
 
 
 def _first_line(exc: BaseException) -> str:

@@ -85,7 +85,7 @@ class Worker:
 
     def start(self) -> None:
         """Open the pool, check the schema, and start every thread."""
-        self.pool.open(wait=True, timeout=30)
+        connect.open_pool(self.pool)
         with self.pool.connection() as conn:
             migrate.check_current(conn)
             row = conn.execute(queries.get("new_worker_id")).fetchone()
