@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
+import pytest
 from migration import request
+from psycopg.types.json import Jsonb
 
-from ferryman_worker.db import connect
-from ferryman_worker.engine import runs
+from ferryman_worker.db import connect, queries
+from ferryman_worker.engine import runs, windows
 from ferryman_worker.reaper import reap, sweep_engine
 from ferryman_worker.settings import Settings
 
@@ -72,21 +75,21 @@ def test_a_live_claim_is_kept_until_it_is_stale_then_fenced_out(
             (first,),
         )
         assert sweep_engine(conn, stale_after=1800).released == 1
-        from ferryman_worker.db import queries
-
-        late = claimer.execute(
-            queries.get("checkpoint", "engine.sql"),
-            {
-                "task_id": first,
-                "job_id": 4242,
-                "offset": 25,
-                "run_id": 1,
-                "written": 25,
-                "skipped": 0,
-                "failed": 0,
-            },
-        ).fetchone()
-    assert late is None  # the stale claimer's next checkpoint finds the task no longer its own
+        with pytest.raises(psycopg.Error) as refused:  # the stale claimer's next window
+            claimer.execute(
+                queries.get("close_window", "engine.sql"),
+                {
+                    "task_id": first,
+                    "job_id": 4242,
+                    "run_id": 1,
+                    "kind": "organizations",
+                    "offset": 25,
+                    "written": 25,
+                    "skipped": 0,
+                    "errors": Jsonb([]),
+                },
+            )
+    assert refused.value.sqlstate == windows.GATE_CLOSED  # the task is no longer its own
 
 
 def test_a_run_below_its_in_flight_limit_is_refilled(conn: connect.Connection) -> None:

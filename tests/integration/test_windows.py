@@ -1,5 +1,6 @@
 """Windows: malformed rows isolated without a ledger slot; rows the database refuses rolled
-back alone; rows the ledger already holds skipped."""
+back alone; rows the ledger already holds skipped; the checkpoint and the gate in the same
+statement."""
 
 from __future__ import annotations
 
@@ -12,11 +13,22 @@ from ferryman_worker.db import connect
 from ferryman_worker.engine import runs, windows
 from ferryman_worker.providers import load as load_provider
 
+JOB = 7
+
 
 def _target(conn: connect.Connection, kind: str) -> windows.Target:
+    """A target whose task is running, claimed by job JOB."""
     run = runs.admit(conn, request("http://127.0.0.1:1"))
+    task = conn.execute(
+        "INSERT INTO ferryman_tasks (run_id, phase, kind, cursor_key, cursor, status, job_id)"
+        " VALUES (%s, 0, %s, 'k', '{}', 'running', %s) RETURNING id",
+        (run["id"], kind, JOB),
+    ).fetchone()
+    assert task is not None
     provider = load_provider("democrm")
-    return windows.Target(int(run["id"]), 1, "acme", provider, provider.kinds[kind])
+    return windows.Target(
+        int(run["id"]), int(task["id"]), JOB, "acme", provider, provider.kinds[kind]
+    )
 
 
 def _write(
@@ -24,10 +36,24 @@ def _write(
     target: windows.Target,
     records: list[dict[str, Any]],
     careful: bool = False,
+    offset: int = 0,
 ) -> windows.Counts:
     valid, malformed = windows.validate(target.kind, records)
+    window = windows.Window(offset, valid, malformed)
+    if not careful:
+        return windows.write(conn, target, window)  # one statement, its own commit
     with conn.transaction():
-        return windows.write(conn, target, valid, malformed, careful=careful)
+        return windows.write_carefully(conn, target, window)
+
+
+def _task(conn: connect.Connection, target: windows.Target) -> dict[str, Any]:
+    row = conn.execute(
+        "SELECT processed_offset, rows_written, rows_skipped, rows_failed FROM ferryman_tasks"
+        " WHERE id = %s",
+        (target.task_id,),
+    ).fetchone()
+    assert row is not None
+    return dict(row)
 
 
 def _ledger(conn: connect.Connection) -> list[str]:
@@ -52,6 +78,12 @@ def test_malformed_records_are_recorded_and_claim_no_ledger_slot(conn: connect.C
     )
     assert (counts.written, counts.skipped, counts.failed) == (2, 0, 3)
     assert _ledger(conn) == ["1", "5"]
+    assert _task(conn, target) == {
+        "processed_offset": 0,
+        "rows_written": 2,
+        "rows_skipped": 0,
+        "rows_failed": 3,
+    }
     errors = {
         r["source_id"]: r["reason"]
         for r in conn.execute("SELECT source_id, reason FROM ferryman_row_errors")
@@ -63,12 +95,19 @@ def test_malformed_records_are_recorded_and_claim_no_ledger_slot(conn: connect.C
 
 def test_rows_already_in_the_ledger_are_skipped_not_written_twice(conn: connect.Connection) -> None:
     target = _target(conn, "organizations")
-    first = _write(conn, target, [{"id": i, "name": f"o{i}"} for i in range(1, 26)])
+    first = _write(conn, target, [{"id": i, "name": f"o{i}"} for i in range(1, 26)], offset=25)
     overlapping = [{"id": i, "name": f"o{i}"} for i in range(20, 31)]
     with pytest.raises(windows.REFUSED):  # the ledger's key refuses the one-statement write
-        _write(conn, target, overlapping)
-    again = _write(conn, target, overlapping, careful=True)
+        _write(conn, target, overlapping, offset=36)
+    assert _task(conn, target)["processed_offset"] == 25  # the refused window left no trace
+    again = _write(conn, target, overlapping, careful=True, offset=36)
     assert (first.written, again.written, again.skipped) == (25, 5, 6)
+    assert _task(conn, target) == {
+        "processed_offset": 36,
+        "rows_written": 30,
+        "rows_skipped": 6,
+        "rows_failed": 0,
+    }
     row = conn.execute(
         "SELECT count(*) AS n, count(DISTINCT source_id) AS d FROM crm_organizations"
     ).fetchone()
@@ -94,7 +133,9 @@ def test_a_row_the_database_refuses_fails_the_fast_path_then_goes_alone(
 def test_foreign_keys_resolve_through_the_ledger(conn: connect.Connection) -> None:
     orgs = _target(conn, "organizations")
     _write(conn, orgs, [{"id": 7, "name": "Acme"}])
-    people = windows.Target(orgs.run_id, 1, "acme", orgs.provider, orgs.provider.kinds["people"])
+    people = windows.Target(
+        orgs.run_id, orgs.task_id, JOB, "acme", orgs.provider, orgs.provider.kinds["people"]
+    )
     _write(
         conn,
         people,
@@ -106,3 +147,22 @@ def test_foreign_keys_resolve_through_the_ledger(conn: connect.Connection) -> No
         " ORDER BY p.source_id"
     ).fetchall()
     assert [(r["source_id"], r["org"]) for r in rows] == [(70, 7), (71, None)]
+
+
+@pytest.mark.parametrize("change", ["suspend", "cancel", "claim lost"])
+def test_the_gate_refuses_the_whole_window(conn: connect.Connection, change: str) -> None:
+    target = _target(conn, "organizations")
+    _write(conn, target, [{"id": 1, "name": "Acme"}], offset=1)
+    statement = {
+        "suspend": "UPDATE ferryman_runs SET suspended = true",
+        "cancel": "UPDATE ferryman_runs SET state = 'cancelled'",
+        "claim lost": "UPDATE ferryman_tasks SET job_id = 8",
+    }[change]
+    conn.execute(statement)  # type: ignore[arg-type]
+    with pytest.raises(windows.Closed):
+        _write(conn, target, [{"id": 2, "name": "Globex"}, {"id": 3}], offset=3)
+    with pytest.raises(windows.Closed):
+        _write(conn, target, [{"id": 2, "name": "Globex"}, {"id": 3}], careful=True, offset=3)
+    assert _ledger(conn) == ["1"]
+    assert conn.execute("SELECT count(*) AS n FROM ferryman_row_errors").fetchone() == {"n": 0}
+    assert _task(conn, target)["processed_offset"] == 1

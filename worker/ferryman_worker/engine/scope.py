@@ -5,9 +5,8 @@ top-up and the job's completion in the last window's transaction)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ferryman_worker.db import queries
@@ -75,7 +74,12 @@ class Scope:
     @property
     def target(self) -> windows.Target:
         return windows.Target(
-            self.run["id"], self.task["id"], self.run["workspace"], self.provider, self.kind
+            self.run["id"],
+            self.task["id"],
+            self.ctx.job.id,
+            self.run["workspace"],
+            self.provider,
+            self.kind,
         )
 
     # -- the source ---------------------------------------------------------------------------
@@ -110,47 +114,35 @@ class Scope:
         finish: bool = False,
         next_stripe: int | None = None,
     ) -> None:
-        """One window in one transaction: rows, row errors and the checkpoint at ``offset``;
-        with ``finish``, also the task's end and the job's completion. A row the database
-        refuses sends the window round again, row by row."""
+        """One window, committed with the checkpoint at ``offset``: one statement, or with
+        ``finish`` one transaction that also ends the task and completes the job. A row the
+        database refuses sends the window round again, row by row."""
         valid, malformed = windows.validate(self.kind, records)
-        malformed = [*extra_malformed, *malformed]
-        for careful in (False, True):
+        window = windows.Window(offset, valid, [*extra_malformed, *malformed])
+        try:
             try:
-                with contextlib.ExitStack() as stack:
-                    if not careful and not malformed:  # BEGIN, rows, checkpoint: one round trip
-                        stack.enter_context(self.conn.pipeline())
-                    stack.enter_context(
-                        self.ctx.completing() if finish else self.conn.transaction()
-                    )
-                    counts = windows.write(
-                        self.conn, self.target, valid, malformed, careful=careful
-                    )
-                    self.checkpoint(self.conn, offset, counts)
-                    if finish:
-                        self.finish(self.conn, next_stripe)
-                return
+                if finish:
+                    self._transaction(windows.write, window, next_stripe)
+                else:  # one statement, committed on its own
+                    windows.write(self.conn, self.target, window)
             except windows.REFUSED:
-                if careful:
-                    raise
+                self._transaction(windows.write_carefully, window, next_stripe, finish=finish)
+        except windows.Closed:
+            self.gate(self.conn)
+            raise Stop(None) from None
 
-    def checkpoint(self, conn: Connection, offset: int, counts: windows.Counts) -> None:
-        """Record how far the task got; Stop if the run or the task is no longer ours to run."""
-        done = conn.execute(
-            _q("checkpoint"),
-            {
-                "task_id": self.task["id"],
-                "job_id": self.ctx.job.id,
-                "run_id": self.run["id"],
-                "offset": offset,
-                "written": counts.written,
-                "skipped": counts.skipped,
-                "failed": counts.failed,
-            },
-        ).fetchone()
-        if done is None:
-            self.gate(conn)
-            raise Stop(None)
+    def _transaction(
+        self,
+        write: Callable[[Connection, windows.Target, windows.Window], windows.Counts],
+        window: windows.Window,
+        next_stripe: int | None,
+        *,
+        finish: bool = True,
+    ) -> None:
+        with self.ctx.completing() if finish else self.conn.transaction():
+            write(self.conn, self.target, window)
+            if finish:
+                self.finish(self.conn, next_stripe)
 
     def gate(self, conn: Connection) -> None:
         """Cancel and suspend take effect here, at a window boundary."""

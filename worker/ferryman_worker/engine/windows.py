@@ -2,21 +2,26 @@
 the task's checkpoint; each row is isolated.
 
 A record that fails its model is malformed: recorded in ``ferryman_row_errors`` with its reason,
-never written, and it claims no ledger slot. The valid records go to the provider's writer in one
-statement (the writer skips what the ledger holds and claims the ledger slots of what it writes,
-in the same statement). Only if the database refuses that statement is the window's transaction
-rolled back and the window written again ``careful``-ly: row by row, one savepoint per row, so the
-row the database refuses is rolled back alone and recorded. A careful window of W rows opens W
-subtransactions: keep W under PostgreSQL's 64 cached per transaction.
+never written, and it claims no ledger slot. A window is normally ONE statement: the provider's
+writer function (rows and their ledger slots) nested in ``ferryman_close_window`` (row errors,
+checkpoint, and the gate, which raises when the task is no longer ours or its run no longer
+runs), committed on its own. Only if the database refuses the writer (a value out of range, a
+ledger slot already taken) is the window written again ``carefully``, inside a transaction: row
+by row, one savepoint per row, so the row the database refuses is rolled back alone and recorded.
+A careful window of W rows opens W subtransactions: keep W under PostgreSQL's 64 cached per
+transaction.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -25,14 +30,25 @@ from ferryman_worker.db.connect import Connection
 from ferryman_worker.providers import Kind, Provider
 
 LEDGER_KEY = "ferryman_ledger_pkey"
+GATE_CLOSED = "FM001"
+"""SQLSTATE raised by ``ferryman_close_window`` when the window may not commit."""
+
+REFUSED = (psycopg.DataError, psycopg.IntegrityError)
+"""What the database says about a row it will not take (too long, bad value, constraint)."""
+
+
+class Closed(Exception):
+    """The gate refused the window: the task is no longer this job's, or its run is no longer
+    running. Nothing of the window was written."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """Where a window goes: the run, workspace and task it is written for."""
+    """Where a window goes: the run, workspace, task and claiming job it is written for."""
 
     run_id: int
     task_id: int
+    job_id: int
     workspace: str
     provider: Provider
     kind: Kind
@@ -44,15 +60,21 @@ class Counts:
     skipped: int = 0
     failed: int = 0
 
-    def add(self, other: Counts) -> None:
-        self.written += other.written
-        self.skipped += other.skipped
-        self.failed += other.failed
+
+Malformed = list[tuple[str | None, str]]
+"""Rows that are not written, as (source id, reason)."""
 
 
-def validate(
-    kind: Kind, records: list[dict[str, Any]]
-) -> tuple[list[BaseModel], list[tuple[str | None, str]]]:
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """A window to write: its valid rows, its malformed ones, the checkpoint after it."""
+
+    offset: int
+    valid: list[BaseModel]
+    malformed: Malformed
+
+
+def validate(kind: Kind, records: list[dict[str, Any]]) -> tuple[list[BaseModel], Malformed]:
     """Split records into valid rows (their models) and malformed ones (source id, reason).
 
     The whole window is validated in one call; only a window with a malformed record is
@@ -62,7 +84,7 @@ def validate(
     except ValidationError:
         pass
     valid: list[BaseModel] = []
-    malformed: list[tuple[str | None, str]] = []
+    malformed: Malformed = []
     for record in records:
         try:
             valid.append(kind.model.model_validate(record))
@@ -76,82 +98,102 @@ def _adapter(model: type[BaseModel]) -> TypeAdapter[list[Any]]:
     return TypeAdapter(list[model])  # type: ignore[valid-type]
 
 
-REFUSED = (psycopg.DataError, psycopg.IntegrityError)
-"""What the database says about a row it will not take (too long, bad value, constraint)."""
+def write(conn: Connection, target: Target, window: Window) -> Counts:
+    """The window in one statement, with its checkpoint: committed on its own on an
+    autocommit connection, or part of the caller's open transaction.
+
+    Raises one of ``REFUSED`` if the database refuses a row (nothing written: write the window
+    ``carefully``), ``Closed`` if the gate refuses the window."""
+    with _gate():
+        row = conn.execute(
+            _statement("write_window", target.provider.writer(target.kind.name)),
+            {**_close_params(target, window, []), "rows": _rows(target, window.valid)},
+        ).fetchone()
+    assert row is not None
+    return Counts(written=len(window.valid), failed=int(row["failed"]))
 
 
-def write(
-    conn: Connection,
-    target: Target,
-    valid: list[BaseModel],
-    malformed: list[tuple[str | None, str]],
-    *,
-    careful: bool = False,
-) -> Counts:
-    """Write one window inside the caller's open transaction; returns what happened to it.
-
-    Not ``careful``: one statement, and a row the database refuses raises one of ``REFUSED``
-    (the caller rolls the window back and writes it again carefully)."""
+def write_carefully(conn: Connection, target: Target, window: Window) -> Counts:
+    """The window row by row, one savepoint each, inside the caller's open transaction: a row
+    the database refuses is recorded alone, a row the ledger holds is skipped. Raises
+    ``Closed`` if the gate refuses the window."""
     counts = Counts()
-    for source_id, reason in malformed:
-        counts.failed += record_error(conn, target, source_id, reason)
-    if careful:
-        counts.add(_row_by_row(conn, target, valid))
-    elif valid:  # all or nothing: a refusal raises (at once, or at a pipeline's sync)
-        _execute_insert(conn, target, valid)
-        counts.written += len(valid)
-    return counts
-
-
-def record_error(conn: Connection, target: Target, source_id: str | None, reason: str) -> int:
-    """Record a malformed row; 1 if recorded now, 0 if it was recorded before (a resume)."""
-    cursor = conn.execute(
-        queries.get("record_row_error", "engine.sql"),
-        {
-            "run_id": target.run_id,
-            "task_id": target.task_id,
-            "kind": target.kind.name,
-            "source_id": source_id,
-            "reason": reason[:1000],
-        },
-    )
-    return cursor.rowcount
-
-
-def _row_by_row(conn: Connection, target: Target, rows: list[BaseModel]) -> Counts:
-    counts = Counts()
-    for row in rows:
+    refused: Malformed = []
+    for model in window.valid:
         try:
             with conn.transaction():
-                written = _insert(conn, target, [row])
-            counts.written += written
-            counts.skipped += 1 - written
+                counts.written += _write_row(conn, target, model)
         except psycopg.errors.UniqueViolation as exc:
-            if exc.diag.constraint_name != LEDGER_KEY:
-                counts.failed += record_error(conn, target, _source_id(row), _db_reason(exc))
-            else:  # another writer committed this source row first: it is written, once
+            if exc.diag.constraint_name == LEDGER_KEY:  # written once, before: skip it
                 counts.skipped += 1
+            else:
+                refused.append((_source_id(model), _db_reason(exc)))
         except REFUSED as exc:
-            counts.failed += record_error(conn, target, _source_id(row), _db_reason(exc))
+            refused.append((_source_id(model), _db_reason(exc)))
+    with _gate():
+        row = conn.execute(
+            queries.get("close_window", "engine.sql"),
+            {
+                **_close_params(target, window, refused),
+                "written": counts.written,
+                "skipped": counts.skipped,
+            },
+        ).fetchone()
+    assert row is not None
+    counts.failed = int(row["failed"])
     return counts
 
 
-def _insert(conn: Connection, target: Target, rows: list[BaseModel]) -> int:
-    row = _execute_insert(conn, target, rows).fetchone()
-    return int(row["written"]) if row else 0
-
-
-def _execute_insert(conn: Connection, target: Target, rows: list[BaseModel]) -> Any:
-    payload = _adapter(target.kind.model).dump_json(rows)  # the writer's JSON, made in Rust
-    return conn.execute(
-        target.provider.insert_query(target.kind.name),
+def _write_row(conn: Connection, target: Target, model: BaseModel) -> int:
+    row = conn.execute(
+        _statement("write_rows", target.provider.writer(target.kind.name)),
         {
-            "rows": Jsonb(payload, dumps=_as_is),
+            "rows": _rows(target, [model]),
             "workspace": target.workspace,
             "kind": target.kind.name,
             "run_id": target.run_id,
         },
-    )
+    ).fetchone()
+    return int(row["written"]) if row else 0
+
+
+@functools.cache
+def _statement(name: str, writer: str) -> bytes:
+    """Named query ``name`` with the provider's writer function in place of ``{writer}``."""
+    statement = sql.SQL(queries.get(name, "engine.sql")).format(writer=sql.Identifier(writer))
+    return statement.as_bytes(None)  # composed once: identifiers need no connection to quote
+
+
+def _close_params(target: Target, window: Window, refused: Malformed) -> dict[str, Any]:
+    return {
+        "task_id": target.task_id,
+        "job_id": target.job_id,
+        "run_id": target.run_id,
+        "workspace": target.workspace,
+        "kind": target.kind.name,
+        "offset": window.offset,
+        "errors": Jsonb(
+            [
+                {"source_id": source_id, "reason": reason[:1000]}
+                for source_id, reason in [*window.malformed, *refused]
+            ]
+        ),
+    }
+
+
+def _rows(target: Target, models: list[BaseModel]) -> Jsonb:
+    payload = _adapter(target.kind.model).dump_json(models)  # the writer's JSON, made in Rust
+    return Jsonb(payload, dumps=_as_is)
+
+
+@contextlib.contextmanager
+def _gate() -> Iterator[None]:
+    try:
+        yield
+    except psycopg.Error as exc:
+        if exc.sqlstate == GATE_CLOSED:
+            raise Closed(str(exc)) from exc
+        raise
 
 
 def _as_is(payload: Any) -> Any:

@@ -2,9 +2,10 @@
 
 A provider declares its kinds, their phase order and how each is walked (a listing walked page by
 page, or a tree: children listed per parent, bodies fetched one by one), maps source records with
-pydantic models (a validation error marks a row malformed) and keeps the SQL that writes a window
-of records and claims their ledger slots. Providers are found through the ``ferryman.providers``
-entry-point group; the built-in ``democrm`` talks to the demo CRM API in ``hack/democrm``.
+pydantic models (a validation error marks a row malformed) and names, per kind, the SQL function
+(installed by a migration) that writes a window of records and claims their ledger slots.
+Providers are found through the ``ferryman.providers`` entry-point group; the built-in
+``democrm`` talks to the demo CRM API in ``hack/democrm``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.metadata
-from typing import Any, Literal, LiteralString, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -67,7 +68,12 @@ class Provider(Protocol):
 
     def merge_body(self, record: dict[str, Any], payload: Any) -> dict[str, Any]: ...
 
-    def insert_query(self, kind: str) -> LiteralString: ...
+    def writer(self, kind: str) -> str:
+        """The SQL function writing a window of ``kind``: ``(rows jsonb, workspace text, kind
+        text, run_id bigint) RETURNS integer``. It writes every row of the jsonb array and
+        claims their ledger slots in one statement and returns how many it wrote; a row whose
+        slot is taken makes it fail on the ledger's key."""
+        ...
 
 
 @functools.cache

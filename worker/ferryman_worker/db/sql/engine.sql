@@ -79,22 +79,22 @@ UPDATE ferryman_tasks t
    AND (t.status IN ('pending', 'queued') OR (t.status = 'running' AND t.job_id = %(job_id)s))
 RETURNING t.*;
 
--- name: checkpoint
--- The window's checkpoint, in the window's transaction, and the gate: no row when the task is
--- no longer this job's, or its run is no longer running (cancelled, suspended): the window then
--- rolls back. The run's heartbeat, at most every 10 s.
-WITH beat AS (
-    UPDATE ferryman_runs SET heartbeat_at = now()
-     WHERE id = %(run_id)s AND heartbeat_at < now() - interval '10 seconds'
-)
-UPDATE ferryman_tasks t
-   SET processed_offset = %(offset)s, rows_written = t.rows_written + %(written)s,
-       rows_skipped = t.rows_skipped + %(skipped)s, rows_failed = t.rows_failed + %(failed)s,
-       heartbeat_at = now()
-  FROM ferryman_runs r
- WHERE t.id = %(task_id)s AND t.status = 'running' AND t.job_id = %(job_id)s
-   AND r.id = t.run_id AND r.state = 'running' AND NOT r.suspended
-RETURNING t.id;
+-- name: write_window
+-- A window in one statement: the provider's writer function ({writer}) writes the rows and
+-- claims their ledger slots, then ferryman_close_window records the row errors and the
+-- checkpoint, or raises FM001 (the gate) and nothing of the window stays.
+SELECT ferryman_close_window(%(task_id)s, %(job_id)s, %(run_id)s, %(kind)s, %(offset)s,
+                             {writer}(%(rows)s, %(workspace)s, %(kind)s, %(run_id)s),
+                             0, %(errors)s) AS failed;
+
+-- name: write_rows
+-- The provider's writer alone (a careful window writes its rows one by one with it).
+SELECT {writer}(%(rows)s, %(workspace)s, %(kind)s, %(run_id)s) AS written;
+
+-- name: close_window
+-- A careful window's end: row errors, checkpoint and gate (see write_window).
+SELECT ferryman_close_window(%(task_id)s, %(job_id)s, %(run_id)s, %(kind)s, %(offset)s,
+                             %(written)s, %(skipped)s, %(errors)s) AS failed;
 
 -- name: finish_task
 UPDATE ferryman_tasks SET status = 'done', finished_at = now(), heartbeat_at = now()
@@ -142,11 +142,6 @@ UPDATE ferryman_tasks SET status = %(status)s
 -- Which of these source ids of a kind are written already.
 SELECT source_id FROM ferryman_ledger
  WHERE workspace = %(workspace)s AND kind = %(kind)s AND source_id = ANY(%(source_ids)s::text[]);
-
--- name: record_row_error
-INSERT INTO ferryman_row_errors (run_id, task_id, kind, source_id, reason)
-VALUES (%(run_id)s, %(task_id)s, %(kind)s, %(source_id)s, %(reason)s)
-ON CONFLICT (run_id, kind, source_id) DO NOTHING;
 
 -- name: run_progress
 -- One aggregate per run: tasks by state and rows, summed from the task rows (no hot counter).

@@ -230,9 +230,9 @@ CREATE INDEX ferryman_tasks_open ON ferryman_tasks (run_id, phase, status)
 -- Every source row written, in the same transaction as the write: a retried page, a resumed
 -- task, a shifted offset never writes a row twice. row_id resolves foreign keys.
 CREATE TABLE ferryman_ledger (
-    workspace text   NOT NULL,
-    kind      text   NOT NULL,
-    source_id text   NOT NULL,
+    workspace text COLLATE "C" NOT NULL,
+    kind      text COLLATE "C" NOT NULL,
+    source_id text COLLATE "C" NOT NULL,
     row_id    bigint NOT NULL,
     run_id    bigint NOT NULL,
     PRIMARY KEY (workspace, kind, source_id)
@@ -249,6 +249,47 @@ CREATE TABLE ferryman_row_errors (
     at        timestamptz NOT NULL DEFAULT now(),
     UNIQUE (run_id, kind, source_id)
 );
+
+-- (from migrations/0004_windows.sql, like the ledger's byte-wise collation)
+-- Close a window: record its malformed rows (a jsonb array of {source_id, reason}; one already
+-- recorded, by a resumed task, is not counted again), write the task's checkpoint, and beat the
+-- run's heartbeat (at most every 10 s). It is also the gate: when the task is no longer this
+-- job's, or its run is no longer running (cancelled, suspended), it raises FM001 and the whole
+-- window rolls back. Returns the number of row errors recorded now.
+CREATE FUNCTION ferryman_close_window(
+    p_task_id bigint, p_job_id bigint, p_run_id bigint, p_kind text, p_offset integer,
+    p_written integer, p_skipped integer, p_errors jsonb
+) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    failed integer := 0;
+    beat timestamptz;
+BEGIN
+    IF jsonb_array_length(p_errors) > 0 THEN
+        INSERT INTO ferryman_row_errors (run_id, task_id, kind, source_id, reason)
+        SELECT p_run_id, p_task_id, p_kind, e.source_id, e.reason
+          FROM jsonb_to_recordset(p_errors) AS e(source_id text, reason text)
+        ON CONFLICT (run_id, kind, source_id) DO NOTHING;
+        GET DIAGNOSTICS failed = ROW_COUNT;
+    END IF;
+    UPDATE ferryman_tasks t
+       SET processed_offset = p_offset, rows_written = t.rows_written + p_written,
+           rows_skipped = t.rows_skipped + p_skipped, rows_failed = t.rows_failed + failed,
+           heartbeat_at = now()
+      FROM ferryman_runs r
+     WHERE t.id = p_task_id AND t.status = 'running' AND t.job_id = p_job_id
+       AND r.id = t.run_id AND r.state = 'running' AND NOT r.suspended
+    RETURNING r.heartbeat_at INTO beat;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'task % is no longer job %''s, or its run is not running', p_task_id,
+            p_job_id USING ERRCODE = 'FM001';
+    END IF;
+    IF beat < now() - interval '10 seconds' THEN
+        UPDATE ferryman_runs SET heartbeat_at = now() WHERE id = p_run_id;
+    END IF;
+    RETURN failed;
+END
+$$;
 
 -- One budget per source credential, shared by every worker: leased in chunks, not per call.
 CREATE TABLE ferryman_rate_budgets (
@@ -312,3 +353,128 @@ CREATE TABLE crm_messages (
     body      text
 );
 
+-- ---- from migrations/0005_democrm_writers.sql
+-- Writers of the democrm destination tables, one function per kind, called by the engine as
+-- <writer>(rows, workspace, kind, run_id) inside a window's statement. Each takes the window's
+-- validated records as a jsonb array, writes them and claims their ledger slots in one
+-- statement, and returns how many it wrote. A record the ledger already holds makes it fail on
+-- the ledger's key: the engine then writes the window again row by row, and that row is skipped
+-- (written once, before). Foreign keys resolve through the ledger, one index probe per row
+-- (LATERAL ... LIMIT 1: a hash join would read a kind's whole ledger per window).
+-- PL/pgSQL, not SQL functions: PL/pgSQL keeps each statement's plan for the session.
+
+CREATE FUNCTION democrm_write_organizations(
+    p_rows jsonb, p_workspace text, p_kind text, p_run_id bigint
+) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    WITH input AS (
+        SELECT * FROM jsonb_to_recordset(p_rows)
+            AS r(id bigint, name text, domain text, created_at timestamptz)
+    ), written AS (
+        INSERT INTO crm_organizations (workspace, source_id, name, domain, created_at)
+        SELECT p_workspace, f.id, f.name, f.domain, f.created_at FROM input f
+        RETURNING id, source_id
+    ), claimed AS (
+        INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)
+        SELECT p_workspace, p_kind, w.source_id::text, w.id, p_run_id FROM written w
+    )
+    SELECT count(*) INTO n FROM written;
+    RETURN n;
+END
+$$;
+
+CREATE FUNCTION democrm_write_people(
+    p_rows jsonb, p_workspace text, p_kind text, p_run_id bigint
+) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    WITH input AS (
+        SELECT * FROM jsonb_to_recordset(p_rows)
+            AS r(id bigint, org_id bigint, name text, email text, phone text)
+    ), written AS (
+        INSERT INTO crm_people (workspace, source_id, organization_id, name, email, phone)
+        SELECT p_workspace, f.id, org.row_id, f.name, f.email, f.phone
+          FROM input f
+          LEFT JOIN LATERAL (SELECT l.row_id FROM ferryman_ledger l
+                              WHERE l.workspace = p_workspace AND l.kind = 'organizations'
+                                AND l.source_id = f.org_id::text LIMIT 1) org ON true
+        RETURNING id, source_id
+    ), claimed AS (
+        INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)
+        SELECT p_workspace, p_kind, w.source_id::text, w.id, p_run_id FROM written w
+    )
+    SELECT count(*) INTO n FROM written;
+    RETURN n;
+END
+$$;
+
+CREATE FUNCTION democrm_write_deals(
+    p_rows jsonb, p_workspace text, p_kind text, p_run_id bigint
+) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    WITH input AS (
+        SELECT * FROM jsonb_to_recordset(p_rows)
+            AS r(id bigint, org_id bigint, person_ids jsonb, title text, value numeric,
+                 currency text, stage text, status text)
+    ), written AS (
+        INSERT INTO crm_deals (workspace, source_id, organization_id, title, value, currency,
+                               stage, status)
+        SELECT p_workspace, f.id, org.row_id, f.title, f.value, f.currency, f.stage, f.status
+          FROM input f
+          LEFT JOIN LATERAL (SELECT l.row_id FROM ferryman_ledger l
+                              WHERE l.workspace = p_workspace AND l.kind = 'organizations'
+                                AND l.source_id = f.org_id::text LIMIT 1) org ON true
+        RETURNING id, source_id
+    ), claimed AS (
+        INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)
+        SELECT p_workspace, p_kind, w.source_id::text, w.id, p_run_id FROM written w
+    ), members AS (
+        INSERT INTO crm_deal_people (deal_id, person_id)
+        SELECT DISTINCT w.id, person.row_id
+          FROM written w
+          JOIN input i ON i.id = w.source_id
+         CROSS JOIN LATERAL jsonb_array_elements_text(i.person_ids) AS p(source_id)
+          JOIN LATERAL (SELECT l.row_id FROM ferryman_ledger l
+                         WHERE l.workspace = p_workspace AND l.kind = 'people'
+                           AND l.source_id = p.source_id LIMIT 1) person ON true
+    )
+    SELECT count(*) INTO n FROM written;
+    RETURN n;
+END
+$$;
+
+CREATE FUNCTION democrm_write_messages(
+    p_rows jsonb, p_workspace text, p_kind text, p_run_id bigint
+) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    n integer;
+BEGIN
+    WITH input AS (
+        SELECT * FROM jsonb_to_recordset(p_rows)
+            AS r(id bigint, deal_id bigint, subject text, sender text, sent_at timestamptz,
+                 body text)
+    ), written AS (
+        INSERT INTO crm_messages (workspace, source_id, deal_id, subject, sender, sent_at, body)
+        SELECT p_workspace, f.id, deal.row_id, f.subject, f.sender, f.sent_at, f.body
+          FROM input f
+          LEFT JOIN LATERAL (SELECT l.row_id FROM ferryman_ledger l
+                              WHERE l.workspace = p_workspace AND l.kind = 'deals'
+                                AND l.source_id = f.deal_id::text LIMIT 1) deal ON true
+        RETURNING id, source_id
+    ), claimed AS (
+        INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)
+        SELECT p_workspace, p_kind, w.source_id::text, w.id, p_run_id FROM written w
+    )
+    SELECT count(*) INTO n FROM written;
+    RETURN n;
+END
+$$;

@@ -3,19 +3,17 @@ and the e-mail messages of each deal (a tree: listed per deal, bodies fetched on
 
 from __future__ import annotations
 
-from typing import Any, LiteralString
+from typing import Any
 
-from ferryman_worker.db import queries
 from ferryman_worker.providers import Kind, Page, Request
 from ferryman_worker.providers.democrm import models
 
 LISTING_COST = 20
 BODY_COST = 1
-_SQL = ("democrm.sql", "ferryman_worker.providers.democrm")
 
 
 class DemoCRM:
-    """The demo CRM's API paths, page shape and destination SQL."""
+    """The demo CRM's API paths, page shape and destination writers."""
 
     name = "democrm"
     phases: tuple[tuple[str, ...], ...] = (
@@ -48,8 +46,8 @@ class DemoCRM:
     def merge_body(self, record: dict[str, Any], payload: Any) -> dict[str, Any]:
         return {**record, "body": payload.get("body")}
 
-    def insert_query(self, kind: str) -> LiteralString:
-        return queries.get(f"insert_{kind}", *_SQL)
+    def writer(self, kind: str) -> str:
+        return f"democrm_write_{kind}"  # sql/migrations/0005_democrm_writers.sql
 
 
 provider = DemoCRM()
