@@ -11,9 +11,14 @@ from migration import (
     engine_worker,
     request,
     start_run,
+    state,
     wait_finished,
 )
 from tests.democrm.server_fixture import DemoCRM
+from workers import wait_for
+
+from ferryman_worker.db import connect
+from ferryman_worker.engine import runs, walks
 
 SMALL: dict[str, Any] = {
     "organizations": 1200,
@@ -54,7 +59,6 @@ def test_stripes_cover_a_collection_with_no_gap_and_no_overlap(db_url: str, rows
 
 def test_the_contract_reports_a_finished_run_as_a_status(db_url: str) -> None:
     from ferryman_worker import contract
-    from ferryman_worker.db import connect
 
     with (
         DemoCRM.start(seed=4, organizations=300, people=0, deals=0, malformed_rate=0.02) as crm,
@@ -71,3 +75,39 @@ def test_the_contract_reports_a_finished_run_as_a_status(db_url: str) -> None:
     assert status.rows_written == 300 - malformed and status.rows_failed == malformed
     assert status.tasks_summary == f"{run.tasks_done}/{run.tasks_total}"
     assert status.finished_at is not None and status.phase is None
+
+
+def test_the_email_walk_fetches_each_body_once_and_resumes_where_it_stopped(
+    db_url: str,
+) -> None:
+    """Rounds span deals (fetch_threads 3 x 8 bodies over deals of up to 10 messages); a
+    suspended walk resumes at its deal: a stopped task fetches again at most what it held,
+    its last round plus the deal the round before it left half-fetched."""
+    dataset = {"organizations": 1, "people": 1, "deals": 40, "messages_per_deal": 5}
+    with (
+        DemoCRM.start(seed=8, body_latency_ms=5, malformed_rate=0, **dataset) as crm,
+        credential(crm.api_key),
+        engine_worker(db_url, lanes="migrations:2"),
+    ):
+        req = request(crm.url, kinds=["deals", "messages"], fetch_threads=3, deals_per_task=7)
+        run_id = start_run(db_url, req)
+        wait_for(lambda: _messages_written(db_url, run_id) > 40, 60, "some messages")
+        with connect.connect(db_url) as conn:
+            assert runs.suspend(conn, run_id)
+        wait_for(lambda: state(db_url, run_id)["tasks_running"] == 0, 20, "tasks to stop")
+        with connect.connect(db_url) as conn:
+            runs.resume(conn, run_id)
+        final = wait_finished(db_url, run_id)
+        truth, stats = crm.truth(), crm.stats()
+    assert final["state"] == "succeeded", final["error"]
+    check_against_truth(db_url, truth, kinds=("deals", "messages"))
+    bodies = stats["requests"]["GET /v1/messages/{id}"]["200"]
+    messages = truth["messages"]["count"]
+    cut_off = 2 * (3 * walks.ROUND_PER_THREAD + 2 * 5)  # lane width x what one task holds
+    assert messages <= bodies <= messages + cut_off
+
+
+def _messages_written(db_url: str, run_id: int) -> int:
+    with connect.connect(db_url) as conn:
+        kinds = {row["kind"]: row for row in runs.kind_progress(conn, run_id)}
+    return int(kinds["messages"]["written"] or 0) if "messages" in kinds else 0

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from migration import request
+from psycopg.rows import tuple_row
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs, windows
@@ -40,10 +41,11 @@ def _write(
 ) -> windows.Counts:
     valid, malformed = windows.validate(target.kind, records)
     window = windows.Window(offset, valid, malformed)
+    cur = conn.cursor(row_factory=tuple_row)
     if not careful:
-        return windows.write(conn, target, window)  # one statement, its own commit
+        return windows.write(cur, target, window)  # one statement, its own commit
     with conn.transaction():
-        return windows.write_carefully(conn, target, window)
+        return windows.write_carefully(cur, target, window)
 
 
 def _task(conn: connect.Connection, target: windows.Target) -> dict[str, Any]:

@@ -6,8 +6,11 @@ top-up and the job's completion in the last window's transaction)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from psycopg.rows import tuple_row
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
@@ -71,7 +74,12 @@ class Scope:
         options: dict[str, Any] = self.run["options"]
         return options
 
-    @property
+    @functools.cached_property
+    def cursor(self) -> windows.Cursor:
+        """The task's window cursor, on the job's connection."""
+        return self.conn.cursor(row_factory=tuple_row)
+
+    @functools.cached_property
     def target(self) -> windows.Target:
         return windows.Target(
             self.run["id"],
@@ -124,7 +132,7 @@ class Scope:
                 if finish:
                     self._transaction(windows.write, window, next_stripe)
                 else:  # one statement, committed on its own
-                    windows.write(self.conn, self.target, window)
+                    windows.write(self.cursor, self.target, window)
             except windows.REFUSED:
                 self._transaction(windows.write_carefully, window, next_stripe, finish=finish)
         except windows.Closed:
@@ -133,14 +141,14 @@ class Scope:
 
     def _transaction(
         self,
-        write: Callable[[Connection, windows.Target, windows.Window], windows.Counts],
+        write: Callable[[windows.Cursor, windows.Target, windows.Window], windows.Counts],
         window: windows.Window,
         next_stripe: int | None,
         *,
         finish: bool = True,
     ) -> None:
         with self.ctx.completing() if finish else self.conn.transaction():
-            write(self.conn, self.target, window)
+            write(self.cursor, self.target, window)
             if finish:
                 self.finish(self.conn, next_stripe)
 

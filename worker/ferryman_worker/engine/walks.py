@@ -3,17 +3,22 @@
 - A **page** walk fetches one listing page (with no transaction open) and writes it in windows;
   its last window finishes the task and, for a full page, creates the next task of its stripe
   (start + stripes x page size).
-- A **tree** walk (e-mail) works through its parents (ten deals): per deal one listing, then
-  rounds of bodies on ``fetch_threads`` fetch threads (each round's tokens are reserved on the
-  job thread first; fetch threads hold no connection), then windows of messages on the job
-  thread, with a checkpoint after each deal. Messages the ledger holds are not fetched again.
+- A **tree** walk (e-mail) works through its parents (ten deals) in order: per deal one listing,
+  then its bodies in rounds on ``fetch_threads`` fetch threads (each round's tokens are reserved
+  on the job thread first; fetch threads hold no connection; a round may span deals, so the
+  threads do not idle at the end of each deal), then, once a deal's bodies are all in hand and
+  the round is joined, its messages in windows on the job thread, with a checkpoint after the
+  deal. Messages the ledger holds are not fetched again.
 
 Every write happens on the job thread, in windows, in order.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
+import dataclasses
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -58,38 +63,106 @@ def walk_pages(scope: Scope) -> None:
 
 
 def walk_tree(scope: Scope) -> None:
-    """Parents from the task's offset on; a checkpoint after each; the last finishes the task."""
+    """Parents from the task's offset on, in order; each is written, with its checkpoint, as
+    soon as all its children's bodies are in hand; the last finishes the task."""
     parents: list[int] = list(scope.task["cursor"]["parents"])
     first = int(scope.task["processed_offset"])
-    threads = int(scope.options["fetch_threads"])
-    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="fetch") as pool:
-        for index in range(first, len(parents)):
-            records, malformed = _children_with_bodies(scope, pool, parents[index])
-            _write_parent(scope, records, malformed, index, last=index == len(parents) - 1)
     if first >= len(parents):
         scope.commit_window([], first, finish=True)
+        return
+    threads = int(scope.options["fetch_threads"])
+    room = threads * ROUND_PER_THREAD
+    queue = _Queue(scope, parents, first)
+    with concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="fetch") as pool:
+        while not queue.done:
+            queue.list_until(room)
+            fetch_round(scope, pool, queue.next_round(room))
+            for parent in queue.pop_complete():
+                _write_parent(scope, parent, last=parent.index == len(parents) - 1)
 
 
-def _write_parent(
-    scope: Scope,
-    records: list[dict[str, Any]],
-    malformed: list[tuple[str | None, str]],
-    index: int,
-    *,
-    last: bool,
-) -> None:
-    parts = list(chunks(records, int(scope.options["window_size"]))) or [[]]
+@dataclasses.dataclass
+class _Parent:
+    """One parent of a tree task: its children to fetch and the bodies fetched so far."""
+
+    index: int
+    """Its position in the task's parents: the checkpoint after it is ``index + 1``."""
+    headers: list[dict[str, Any]]
+    malformed: windows.Malformed
+    bodies: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.bodies) == len(self.headers)
+
+    def missing(self) -> Iterator[_Body]:
+        for position, header in enumerate(self.headers):
+            if position not in self.bodies:
+                yield _Body(self, position, header)
+
+    def records(self) -> list[dict[str, Any]]:
+        return [self.bodies[position] for position in range(len(self.headers))]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Body:
+    """A child whose body is to be fetched, and where the result goes."""
+
+    parent: _Parent
+    position: int
+    header: dict[str, Any]
+
+
+class _Queue:
+    """The task's parents, listed ahead (on the job thread) far enough to fill a fetch round:
+    rounds cross parent boundaries, so fetch threads do not idle at the tail of each parent."""
+
+    def __init__(self, scope: Scope, parents: list[int], first: int) -> None:
+        self.scope = scope
+        self.parents = parents
+        self.next_index = first
+        self.waiting: collections.deque[_Parent] = collections.deque()
+
+    @property
+    def done(self) -> bool:
+        return self.next_index >= len(self.parents) and not self.waiting
+
+    def list_until(self, room: int) -> None:
+        """List parents until ``room`` bodies wait to be fetched, or none are left to list."""
+        while self.next_index < len(self.parents) and self._unfetched() < room:
+            index = self.next_index
+            headers, malformed = _children_to_fetch(self.scope, self.parents[index])
+            self.waiting.append(_Parent(index, headers, malformed))
+            self.next_index += 1
+
+    def next_round(self, room: int) -> list[_Body]:
+        return list(itertools.islice(self._missing(), room))
+
+    def pop_complete(self) -> Iterator[_Parent]:
+        """The parents at the head whose bodies are all in hand, in order."""
+        while self.waiting and self.waiting[0].complete:
+            yield self.waiting.popleft()
+
+    def _missing(self) -> Iterator[_Body]:
+        for parent in self.waiting:
+            yield from parent.missing()
+
+    def _unfetched(self) -> int:
+        return sum(len(parent.headers) - len(parent.bodies) for parent in self.waiting)
+
+
+def _write_parent(scope: Scope, parent: _Parent, *, last: bool) -> None:
+    parts = list(chunks(parent.records(), int(scope.options["window_size"]))) or [[]]
     for number, window in enumerate(parts):
         final = number == len(parts) - 1
-        offset = index + 1 if final else index
-        bad = malformed if number == 0 else []
+        offset = parent.index + 1 if final else parent.index
+        bad = parent.malformed if number == 0 else []
         scope.commit_window(window, offset, bad, finish=final and last)
 
 
-def _children_with_bodies(
-    scope: Scope, pool: concurrent.futures.ThreadPoolExecutor, parent: int
-) -> tuple[list[dict[str, Any]], list[tuple[str | None, str]]]:
-    """A parent's children not yet written, with their bodies, and the malformed headers."""
+def _children_to_fetch(scope: Scope, parent: int) -> tuple[list[dict[str, Any]], windows.Malformed]:
+    """A parent's children whose bodies are still to fetch (not in the ledger), and the
+    malformed headers."""
     headers = _list_children(scope, parent)
     valid, malformed = windows.validate(scope.kind, headers)
     valid_ids = {str(getattr(model, "id", None)) for model in valid}
@@ -104,8 +177,7 @@ def _children_with_bodies(
             },
         )
     }
-    todo = [h for h in headers if str(h.get("id")) in valid_ids - written]
-    return fetch_bodies(scope, pool, todo), malformed
+    return [h for h in headers if str(h.get("id")) in valid_ids - written], malformed
 
 
 def _list_children(scope: Scope, parent: int) -> list[dict[str, Any]]:
@@ -119,44 +191,35 @@ def _list_children(scope: Scope, parent: int) -> list[dict[str, Any]]:
             return records
 
 
-def fetch_bodies(
-    scope: Scope, pool: concurrent.futures.ThreadPoolExecutor, headers: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Rounds of up to ``fetch_threads`` x ROUND_PER_THREAD body calls: reserve the round's
-    tokens on the job thread, run the calls on the fetch threads, join them all; retry what
-    failed retryably."""
-    threads = int(scope.options["fetch_threads"])
-    bodies: dict[int, dict[str, Any]] = {}
-    pending = list(enumerate(headers))
+def fetch_round(
+    scope: Scope, pool: concurrent.futures.ThreadPoolExecutor, round_: list[_Body]
+) -> None:
+    """Fetch a round of bodies on the fetch threads: reserve the round's tokens on the job
+    thread, run the calls, join them all; retry what failed retryably. Each body lands in its
+    parent."""
     failures = 0
+    pending = round_
     while pending:
-        batch, pending = (
-            pending[: threads * ROUND_PER_THREAD],
-            pending[threads * ROUND_PER_THREAD :],
-        )
-        requests = [scope.provider.body(scope.kind.name, header) for _, header in batch]
+        requests = [scope.provider.body(scope.kind.name, item.header) for item in pending]
         scope.budget.reserve(scope.conn, sum(r.cost for r in requests))
-        retry: list[tuple[int, dict[str, Any]]] = []
-        for (position, header), result in zip(
-            batch, pool.map(_call(scope.client), requests), strict=True
-        ):
+        retry: list[_Body] = []
+        for item, result in zip(pending, pool.map(_call(scope.client), requests), strict=True):
             if isinstance(result, RateLimited):
                 scope.budget.pause(scope.conn, result.retry_after)
-                retry.append((position, header))
+                retry.append(item)
             elif isinstance(result, SourceError):
                 if not result.retryable:
                     raise result
-                retry.append((position, header))
+                retry.append(item)
             else:
-                bodies[position] = scope.provider.merge_body(header, result)
+                item.parent.bodies[item.position] = scope.provider.merge_body(item.header, result)
         if retry:
             failures += 1
             if failures > scope.retry.attempts * 4:
                 raise SourceError("message bodies kept failing", retryable=True)
             scope.gate(scope.conn)  # suspended or cancelled meanwhile: stop retrying
             scope.retry.sleep(min(failures, 5))
-            pending = retry + pending
-    return [bodies[position] for position in sorted(bodies)]
+        pending = retry
 
 
 def _call(client: SourceClient) -> Any:

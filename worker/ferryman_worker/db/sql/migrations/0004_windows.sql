@@ -8,8 +8,8 @@ ALTER TABLE ferryman_ledger
     ALTER COLUMN kind      TYPE text COLLATE "C",
     ALTER COLUMN source_id TYPE text COLLATE "C";
 
--- Close a window: record its malformed rows (a jsonb array of {source_id, reason}; one already
--- recorded, by a resumed task, is not counted again), write the task's checkpoint, and beat the
+-- Close a window: record its malformed rows (NULL, or a jsonb array of {source_id, reason}; one
+-- recorded before, by a resumed task, is not counted again), write the task's checkpoint, beat the
 -- run's heartbeat (at most every 10 s). It is also the gate: when the task is no longer this
 -- job's, or its run is no longer running (cancelled, suspended), it raises FM001 and the whole
 -- window rolls back. Returns the number of row errors recorded now.
