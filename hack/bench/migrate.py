@@ -70,7 +70,8 @@ def democrm(**options: Any) -> Iterator[str]:
 def run_import(
     db_url: str, crm_url: str, kinds: list[str], lanes: str = "migrations:4", **options: Any
 ) -> dict[str, Any]:
-    """Run one migration to its end on an in-process worker; returns timings per kind."""
+    """Run one migration to its end on an in-process worker; returns timings per kind. The run's
+    time is the database's: from its admission to its last task's commit."""
     os.environ[credential_env_var(SECRET["name"], SECRET["key"])] = API_KEY
     runtime = EngineRuntime()
     worker = Worker(Settings(lanes=lanes, poll_interval=1.0), db_url, resources={RESOURCE: runtime})
@@ -89,12 +90,11 @@ def run_import(
     worker.start()
     try:
         with connect.connect(db_url) as conn:
-            began = time.perf_counter()
             runs.start(conn, runs.admit(conn, request))
             while (progress := runs.progress(conn)[0])["state"] == "running":
-                time.sleep(0.05)
-            elapsed = time.perf_counter() - began
+                time.sleep(0.25)  # rarely: this process is also the worker's
             assert progress["state"] == "succeeded", progress["error"]
+            elapsed = (progress["finished_at"] - progress["started_at"]).total_seconds()
             kinds_rows = runs.kind_progress(conn, progress["id"])
     finally:
         worker.stop(grace=10)

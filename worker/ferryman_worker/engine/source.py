@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import httpx
+import pydantic_core
 
 from ferryman_worker.errors import FerrymanError
 from ferryman_worker.providers import Request
@@ -71,7 +72,12 @@ class SourceClient:
                 f"GET {request.path}: HTTP {response.status_code} {response.text[:200]}",
                 retryable=False,
             )
-        return response.json()
+        try:
+            return pydantic_core.from_json(response.content)  # faster than json.loads
+        except ValueError as exc:
+            raise SourceError(
+                f"GET {request.path}: the response is not JSON ({exc})", retryable=True
+            ) from None
 
     def close(self) -> None:
         self.client.close()

@@ -1,0 +1,88 @@
+"""The source client against a real HTTP server on loopback: what each kind of answer becomes."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from ferryman_worker.engine.source import RateLimited, SourceClient, SourceError
+from ferryman_worker.providers import Request
+
+TOKEN = "s3cret-token"
+ANSWERS: dict[str, tuple[int, dict[str, str], bytes]] = {
+    "/json": (200, {"Content-Type": "application/json"}, b'{"data": [1, 2], "more": false}'),
+    "/html": (200, {"Content-Type": "text/html"}, b"<html>maintenance</html>"),
+    "/limited": (429, {"Retry-After": "7"}, b"{}"),
+    "/broken": (503, {}, b"{}"),
+    "/missing": (404, {}, b'{"error": "no such thing"}'),
+}
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        assert self.headers["Authorization"] == f"Bearer {TOKEN}"
+        if self.path.startswith("/slow"):
+            time.sleep(1.0)
+        status, headers, body = ANSWERS.get(self.path.split("?")[0], ANSWERS["/json"])
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[SourceClient]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host, port = server.server_address[:2]
+    source = SourceClient(f"http://{host!s}:{port}", TOKEN, timeout=0.3)
+    try:
+        yield source
+    finally:
+        source.close()
+        server.shutdown()
+
+
+def _get(client: SourceClient, path: str) -> object:
+    return client.get(Request(path, {"start": 0}, 1))
+
+
+def test_a_json_answer_is_decoded(client: SourceClient) -> None:
+    assert _get(client, "/json") == {"data": [1, 2], "more": False}
+
+
+def test_a_429_says_how_long_to_wait(client: SourceClient) -> None:
+    with pytest.raises(RateLimited) as caught:
+        _get(client, "/limited")
+    assert caught.value.retry_after == 7 and caught.value.retryable
+
+
+@pytest.mark.parametrize(
+    ("path", "retryable", "words"),
+    [
+        ("/broken", True, "HTTP 503"),
+        ("/missing", False, 'HTTP 404 {"error": "no such thing"}'),
+        ("/html", True, "the response is not JSON"),
+        ("/slow", True, "timed out after 0.3s"),
+    ],
+)
+def test_failures_say_what_happened_and_whether_to_retry(
+    client: SourceClient, path: str, retryable: bool, words: str
+) -> None:
+    with pytest.raises(SourceError) as caught:
+        _get(client, path)
+    assert caught.value.retryable is retryable
+    assert words in str(caught.value) and path in str(caught.value)
+    assert TOKEN not in str(caught.value)
