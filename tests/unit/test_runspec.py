@@ -151,7 +151,7 @@ BOUNDS = [
     ("pageSize", 0, "must be at least 1; got 0"),
     ("pageSize", 1000, "must be at most 500 (the source's largest page); got 1000"),
     ("windowSize", 0, "must be at least 1; got 0"),
-    ("windowSize", 61, "must be at most 60 (each row is a savepoint and PostgreSQL caches 64"),
+    ("windowSize", 61, "must be at most 60 (a refused window is rewritten with a savepoint"),
     ("maxInFlight", 0, "must be at least 1; got 0"),
     ("maxInFlight", 1001, "must be at most 1000; got 1001"),
     ("fetchThreads", 0, "must be at least 1; got 0"),

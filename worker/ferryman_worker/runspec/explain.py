@@ -48,7 +48,8 @@ _PATTERNS: Final[dict[str, tuple[str, bool]]] = {
 }
 _AT_MOST_WHY: Final = {
     "spec.options.pageSize": "the source's largest page",
-    "spec.options.windowSize": "each row is a savepoint and PostgreSQL caches 64 per transaction",
+    "spec.options.windowSize": "a refused window is rewritten with a savepoint per row, and"
+    " PostgreSQL caches 64 subtransactions per transaction",
 }
 _BOUNDS: Final = {
     "greater_than_equal": ("at least", "ge"),

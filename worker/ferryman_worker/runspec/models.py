@@ -143,7 +143,8 @@ class RunOptions(_Model):
     """Rows per listing call; a listing costs the same whatever its size, so the largest is best."""
 
     window_size: Annotated[int, Field(ge=1, le=60, strict=True)] = 25
-    """Rows per transaction; each row is one savepoint, and PostgreSQL caches 64 per transaction."""
+    """Rows per transaction; a window the database refuses is rewritten with one savepoint per
+    row, and PostgreSQL caches 64 subtransactions per transaction."""
 
     max_in_flight: Annotated[int, Field(ge=1, le=1000, strict=True)] | None = None
     """Tasks of this run running or queued at once; absent: 2 x the migrations lane's width."""
