@@ -43,8 +43,8 @@ SECRET = {"name": "bench", "key": "token"}
 
 
 @contextlib.contextmanager
-def democrm(**options: Any) -> Iterator[str]:
-    """The demo CRM as a subprocess; yields its URL."""
+def democrm(**options: Any) -> Iterator[tuple[str, int]]:
+    """The demo CRM as a subprocess; yields its URL and pid."""
     argv = [
         sys.executable,
         str(DEMOCRM),
@@ -61,7 +61,7 @@ def democrm(**options: Any) -> Iterator[str]:
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        yield str(json.loads(proc.stdout.readline())["url"])
+        yield str(json.loads(proc.stdout.readline())["url"]), proc.pid
     finally:
         proc.terminate()
         proc.wait(10)
@@ -126,15 +126,35 @@ def baseline(db_url: str, crm_url: str, count: int) -> float:
         return len(rows) / (time.perf_counter() - began)
 
 
-def organizations(dbs: databases.Scratchpad, count: int) -> tuple[float, float]:
-    """(rows/s of the engine, rows/s of the baseline) for ``count`` organizations."""
-    with democrm(organizations=count, people=0, deals=0) as url:
+def organizations(dbs: databases.Scratchpad, count: int) -> tuple[float, float, dict[str, float]]:
+    """(rows/s of the engine, rows/s of the baseline, CPU seconds by process during the engine's
+    import) for ``count`` organizations."""
+    with democrm(organizations=count, people=0, deals=0) as (url, pid):
         with dbs.fresh() as db:
+            before = cpu_seconds(pid)
             result = run_import(db, url, ["organizations"])
+            cpu = {key: value - before[key] for key, value in cpu_seconds(pid).items()}
         with dbs.fresh() as db:
             plain = baseline(db, url, count)
     assert result["rows"] == count, result
-    return result["rows"] / result["seconds"], plain
+    return result["rows"] / result["seconds"], plain, cpu
+
+
+def cpu_seconds(demo_pid: int) -> dict[str, float]:
+    """CPU seconds so far of this process (the worker), the demo API and the whole machine
+    (Linux /proc; zeros elsewhere). PostgreSQL's share is the machine's minus the other two."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        demo = pathlib.Path(f"/proc/{demo_pid}/stat").read_text().rsplit(")", 1)[1].split()
+        machine = pathlib.Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except (OSError, ValueError):
+        return {"worker": 0.0, "demo": 0.0, "machine": 0.0}
+    busy = sum(int(value) for index, value in enumerate(machine) if index not in (3, 4))
+    return {
+        "worker": sum(os.times()[:2]),
+        "demo": (int(demo[11]) + int(demo[12])) / ticks,  # utime, stime
+        "machine": busy / ticks,  # all but idle and iowait
+    }
 
 
 def email_phase(dbs: databases.Scratchpad, threads: int, deals: int) -> float:
@@ -142,7 +162,7 @@ def email_phase(dbs: databases.Scratchpad, threads: int, deals: int) -> float:
     with (
         democrm(
             organizations=50, people=50, deals=deals, messages_per_deal=16, body_latency_ms=20
-        ) as url,
+        ) as (url, _),
         dbs.fresh() as db,
     ):
         result = run_import(db, url, [], lanes="migrations:1", fetch_threads=threads)
@@ -161,9 +181,9 @@ def main() -> None:
 
 
 def measure(dbs: databases.Scratchpad, scale: int) -> dict[str, float]:
-    rows_per_s, plain = organizations(dbs, 400_000 // scale)
-    small, _ = organizations(dbs, 100_000 // scale)
-    large, _ = organizations(dbs, 1_000_000 // scale)
+    rows_per_s, plain, cpu = organizations(dbs, 400_000 // scale)
+    small, _, _ = organizations(dbs, 100_000 // scale)
+    large, _, _ = organizations(dbs, 1_000_000 // scale)
     one = email_phase(dbs, 1, 60 // max(scale // 5, 1))
     four = email_phase(dbs, 4, 60 // max(scale // 5, 1))
     return {
@@ -176,6 +196,10 @@ def measure(dbs: databases.Scratchpad, scale: int) -> dict[str, float]:
         "email_1_thread_s": one,
         "email_4_threads_s": four,
         "email_speedup_4_threads": one / four,
+        "cpu_worker_s": cpu["worker"],
+        "cpu_demo_s": cpu["demo"],
+        "cpu_postgres_s": cpu["machine"] - cpu["worker"] - cpu["demo"],
+        "seconds": 400_000 // scale / rows_per_s,
     }
 
 
@@ -184,6 +208,11 @@ def report(r: dict[str, float]) -> None:
         ("import 400,000 organizations (4 lane threads)", f"{r['rows_per_s']:,.0f} rows/s"),
         ("baseline: plain executemany of the same rows", f"{r['baseline_rows_per_s']:,.0f} rows/s"),
         ("  ratio", f"{r['ratio']:.2f}"),
+        (
+            "  CPU s of that import: worker / demo API / PostgreSQL and the rest",
+            f"{r['cpu_worker_s']:.1f} / {r['cpu_demo_s']:.1f} / {r['cpu_postgres_s']:.1f}"
+            f" in {r['seconds']:.1f} s on {os.cpu_count()} cores",
+        ),
         (
             "import 100,000 / 1,000,000 organizations",
             f"{r['rows_per_s_100k']:,.0f} / {r['rows_per_s_1m']:,.0f} rows/s",
