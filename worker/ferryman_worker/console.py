@@ -44,20 +44,21 @@ def headline(run: RunProgress, now: datetime.datetime) -> str:
 def kind_lines(
     kinds: Sequence[dict[str, Any]], open_phase: int, now: datetime.datetime
 ) -> list[str]:
-    """One bar per kind: rows, tasks done/total, rate and ETA (from the tasks' own pace)."""
+    """One bar per kind: rows, tasks done/total, rate and ETA (from the tasks' own pace, over
+    the time the kind was active: a suspension does not count)."""
     lines = []
     for row in kinds:
         tasks, done = int(row["tasks"]), int(row["done"])
         written = int(row["written"] or 0)
-        elapsed = _elapsed(row["first_claim"], row["last_finish"] if done == tasks else None, now)
-        rate = written / elapsed if elapsed else 0.0
+        active = float(row["active_seconds"] or 0.0)
+        rate = written / active if active else 0.0
         filled = int(BAR * done / tasks) if tasks else 0
         if done == tasks:
             eta = "done"
-        elif row["phase"] > open_phase or not done or elapsed is None:
+        elif row["phase"] > open_phase or not done or not active:
             eta = "waiting" if row["phase"] > open_phase else "ETA -"
         else:
-            eta = f"ETA {duration(elapsed / done * (tasks - done))}"
+            eta = f"ETA {duration(active / done * (tasks - done))}"
         lines.append(
             f"  {row['kind']:<14} [{'#' * filled:<{BAR}}] {written:>9,} rows "
             f"{done:>5}/{tasks:<5} tasks  {rate:>8,.0f} rows/s  {eta}"
@@ -73,7 +74,7 @@ def summary(run: RunProgress, kinds: Sequence[dict[str, Any]], now: datetime.dat
     )
     lines = [headline(run, now), header]
     for row in kinds:
-        elapsed = _elapsed(row["first_claim"], row["last_finish"], now) or 0.0
+        elapsed = float(row["active_seconds"] or 0.0)
         written = int(row["written"] or 0)
         lines.append(
             f"{row['kind']:<14} {written:>10,} {int(row['skipped'] or 0):>8,} "

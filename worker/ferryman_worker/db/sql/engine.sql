@@ -160,10 +160,36 @@ SELECT r.id, r.name, r.workspace, r.state, r.suspended, r.phase, r.phases, r.kin
  GROUP BY r.id ORDER BY r.id;
 
 -- name: kind_progress
-SELECT kind, phase, count(*) AS tasks, count(*) FILTER (WHERE status = 'done') AS done,
-       sum(rows_written) AS written, sum(rows_skipped) AS skipped, sum(rows_failed) AS failed,
-       min(claimed_at) AS first_claim, max(finished_at) AS last_finish
-  FROM ferryman_tasks WHERE run_id = %(run_id)s GROUP BY kind, phase ORDER BY phase, kind;
+-- Per kind: tasks, rows, and active_seconds, the time some task of the kind was working (the
+-- union of its tasks' spans from claim to end, or to the last checkpoint of a task stopped by a
+-- suspension): a suspended run's pause does not count against its rate.
+WITH spans AS (
+    SELECT kind, claimed_at AS s,
+           CASE WHEN status = 'running' THEN greatest(now(), claimed_at)
+                ELSE coalesce(finished_at, heartbeat_at, claimed_at) END AS e
+      FROM ferryman_tasks WHERE run_id = %(run_id)s AND claimed_at IS NOT NULL
+), marked AS (
+    SELECT kind, s, e,
+           CASE WHEN s <= max(e) OVER (PARTITION BY kind ORDER BY s, e
+                                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                THEN 0 ELSE 1 END AS starts_island
+      FROM spans
+), islands AS (
+    SELECT kind, s, e, sum(starts_island) OVER (PARTITION BY kind ORDER BY s, e) AS island
+      FROM marked
+), active AS (
+    SELECT kind, sum(extract(epoch FROM island_end - island_start))::float8 AS seconds
+      FROM (SELECT kind, min(s) AS island_start, max(e) AS island_end
+              FROM islands GROUP BY kind, island) i
+     GROUP BY kind
+)
+SELECT t.kind, t.phase, count(*) AS tasks, count(*) FILTER (WHERE t.status = 'done') AS done,
+       sum(t.rows_written) AS written, sum(t.rows_skipped) AS skipped,
+       sum(t.rows_failed) AS failed, min(t.claimed_at) AS first_claim,
+       max(t.finished_at) AS last_finish, coalesce(max(a.seconds), 0) AS active_seconds
+  FROM ferryman_tasks t LEFT JOIN active a ON a.kind = t.kind
+ WHERE t.run_id = %(run_id)s
+ GROUP BY t.kind, t.phase ORDER BY t.phase, t.kind;
 
 -- name: ensure_budget
 INSERT INTO ferryman_rate_budgets (credential, tokens, capacity, refill_per_s)

@@ -1,0 +1,76 @@
+"""The console's per-kind bars and summary: rates and ETAs over the kind's active time."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from ferryman_worker import console
+from ferryman_worker.contract import RunProgress, RunState
+
+NOW = datetime.datetime(2026, 1, 1, 12, tzinfo=datetime.UTC)
+
+
+def _kind(name: str, phase: int, tasks: int, done: int, written: int, active: float) -> Any:
+    started = NOW - datetime.timedelta(hours=5)  # long ago: the run was paused in between
+    return {
+        "kind": name,
+        "phase": phase,
+        "tasks": tasks,
+        "done": done,
+        "written": written,
+        "skipped": 0,
+        "failed": 0,
+        "first_claim": started,
+        "last_finish": NOW if done == tasks else None,
+        "active_seconds": active,
+    }
+
+
+def test_rate_and_eta_come_from_the_active_time_not_the_wall_clock() -> None:
+    (line,) = console.kind_lines([_kind("people", 1, 10, 4, 2000, 20.0)], 1, NOW)
+    assert "100 rows/s" in line  # 2,000 rows in 20 active seconds, not in five hours
+    assert "ETA 0:30" in line  # 6 tasks left at 5 s each
+    assert "4/10" in line
+
+
+def test_a_later_phase_waits_and_a_finished_kind_is_done() -> None:
+    later, finished = console.kind_lines(
+        [_kind("deals", 2, 5, 0, 0, 0.0), _kind("organizations", 0, 3, 3, 900, 3.0)], 1, NOW
+    )
+    assert later.rstrip().endswith("waiting")
+    assert finished.rstrip().endswith("done") and "300 rows/s" in finished
+
+
+def test_the_summary_reports_active_seconds_and_rate() -> None:
+    run = RunProgress(
+        id=1,
+        name="default/run",
+        workspace="acme",
+        state=RunState.SUCCEEDED,
+        suspended=False,
+        phase=None,
+        phase_index=1,
+        phases=1,
+        tasks_done=3,
+        tasks_total=3,
+        tasks_running=0,
+        tasks_failed=0,
+        rows_written=900,
+        rows_skipped=0,
+        rows_failed=0,
+        started_at=NOW,
+        finished_at=NOW,
+        error=None,
+    )
+    lines = console.summary(run, [_kind("organizations", 0, 3, 3, 900, 3.0)], NOW)
+    assert lines[1].split() == [
+        "KIND",
+        "WRITTEN",
+        "SKIPPED",
+        "MALFORMED",
+        "TASKS",
+        "SECONDS",
+        "ROWS/S",
+    ]
+    assert lines[2].split() == ["organizations", "900", "0", "0", "3", "3.0", "300"]
