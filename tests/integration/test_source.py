@@ -27,8 +27,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         assert self.headers["Authorization"] == f"Bearer {TOKEN}"
-        if self.path.startswith("/slow"):
-            time.sleep(1.0)
+        if self.path.startswith("/slow"):  # outlive the client's timeout, then hang up
+            time.sleep(0.6)
+            self.close_connection = True
+            return
         status, headers, body = ANSWERS.get(self.path.split("?")[0], ANSWERS["/json"])
         self.send_response(status)
         for name, value in headers.items():
@@ -41,11 +43,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = False
+    block_on_close = True  # server_close() waits for the handlers: no socket outlives the test
+
+
 @pytest.fixture(scope="module")
 def client() -> Iterator[SourceClient]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _Server(("127.0.0.1", 0), _Handler)
+    serving = threading.Thread(target=server.serve_forever)
+    serving.start()
     host, port = server.server_address[:2]
     source = SourceClient(f"http://{host!s}:{port}", TOKEN, timeout=0.3)
     try:
@@ -53,6 +60,8 @@ def client() -> Iterator[SourceClient]:
     finally:
         source.close()
         server.shutdown()
+        serving.join()
+        server.server_close()
 
 
 def _get(client: SourceClient, path: str) -> object:
