@@ -22,6 +22,7 @@ from workers import wait_for
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine import phases, runs
+from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers import load as load_provider
 
 MEDIUM: dict[str, Any] = {
@@ -165,6 +166,18 @@ def test_admission_allows_one_live_run_per_workspace_even_under_a_race(db_url: s
         assert live is not None
         runs.cancel(conn, int(live["id"]))
         assert runs.admit(conn, request("http://127.0.0.1:1", name="later"))["name"] == "later"
+
+
+def test_admission_refuses_a_provider_whose_writer_function_is_missing(db_url: str) -> None:
+    with connect.connect(db_url) as conn:
+        conn.execute("DROP FUNCTION democrm_write_people(jsonb, text, text, bigint)")
+        with pytest.raises(ConfigurationError) as refused:
+            runs.admit(conn, request("http://127.0.0.1:1"))
+        assert "democrm_write_people" in str(refused.value)
+        assert "ferryman db migrate" in str(refused.value)
+        assert runs.progress(conn) == []  # nothing admitted
+        run = runs.admit(conn, request("http://127.0.0.1:1", kinds=["organizations"]))
+        assert run["kinds"] == ["organizations"]  # a run that does not need it is admitted
 
 
 def test_concurrent_barrier_attempts_have_one_winner(db_url: str) -> None:

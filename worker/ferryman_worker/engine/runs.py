@@ -12,9 +12,9 @@ from psycopg.types.json import Jsonb
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import phases
-from ferryman_worker.errors import FerrymanError
+from ferryman_worker.errors import ConfigurationError, FerrymanError
+from ferryman_worker.providers import Provider, phases_for
 from ferryman_worker.providers import load as load_provider
-from ferryman_worker.providers import phases_for
 
 
 class AdmissionRefused(FerrymanError):
@@ -47,9 +47,11 @@ def _q(name: str) -> str:
 
 
 def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
-    """Insert the run; AdmissionRefused if the workspace has a live run (even under a race)."""
+    """Insert the run; AdmissionRefused if the workspace has a live run (even under a race),
+    ConfigurationError if the provider or a writer of its kinds is missing."""
     provider = load_provider(request.provider)
     run_phases = phases_for(provider, request.kinds)
+    _check_writers(conn, provider, [kind for phase in run_phases for kind in phase])
     params = {
         "name": request.name,
         "workspace": request.workspace,
@@ -72,6 +74,19 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
         raise AdmissionRefused(request.workspace, live["name"] if live else "?") from None
     assert row is not None
     return row
+
+
+def _check_writers(conn: Connection, provider: Provider, kinds: list[str]) -> None:
+    """ConfigurationError, before any task exists, if a kind's writer function is missing."""
+    writers = {kind: provider.writer(kind) for kind in kinds}
+    row = conn.execute(_q("missing_writers"), {"writers": list(writers.values())}).fetchone()
+    missing = sorted(row["missing"] or []) if row else []
+    if missing:
+        raise ConfigurationError(
+            f"spec.source.provider: {provider.name!r} writes with SQL functions this database "
+            f"lacks: {', '.join(missing)}; apply the migrations that install them "
+            "(`ferryman db migrate` for the built-in providers)"
+        )
 
 
 def start(conn: Connection, run: dict[str, Any]) -> list[int]:

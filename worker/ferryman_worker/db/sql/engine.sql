@@ -7,6 +7,12 @@ VALUES (%(name)s, %(workspace)s, %(provider)s, %(base_url)s, %(credential)s, %(k
         %(phases)s, %(options)s)
 RETURNING *;
 
+-- name: missing_writers
+-- Writer functions (the providers' (jsonb, text, text, bigint) signature) not in this database.
+SELECT array_agg(w) AS missing
+  FROM unnest(%(writers)s::text[]) AS w
+ WHERE to_regprocedure(format('%%I(jsonb, text, text, bigint)', w)) IS NULL;
+
 -- name: live_run_of_workspace
 SELECT id, name FROM ferryman_runs WHERE workspace = %(workspace)s AND state = 'running';
 
