@@ -4,15 +4,17 @@
 Uses FERRYMAN_DATABASE_URL's server or an embedded one (fsync on); a fresh database per scenario.
 Prints a table, then as its LAST line one JSON object with:
 
-- rows_per_s: an import of 400,000 organizations from the demo API (no latency), 4 lane threads;
+- rows_per_s: an import of 400,000 organizations from the demo API (no latency), 4 lane threads,
+  the median of --rounds runs (3);
 - baseline_rows_per_s: the same 400,000 rows, fetched beforehand, inserted into the same table
-  with one plain executemany in one transaction (no ledger, no windows, no validation);
+  with one plain executemany in one transaction (no ledger, no windows, no validation); each
+  right after an import round, the median of the rounds;
 - ratio: rows_per_s / baseline_rows_per_s;
 - email_speedup_4_threads: the e-mail phase with 20 ms per body, 4 fetch threads vs 1 (lane of 1);
 - per_row_cost_ratio_1m_vs_100k: seconds per row importing 1,000,000 organizations over the same
   for 100,000.
 
-    .venv/bin/python -P hack/bench/migrate.py [--quick]
+    .venv/bin/python -P hack/bench/migrate.py [--quick] [--rounds N]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import contextlib
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import time
@@ -105,9 +108,9 @@ def run_import(
     return {"seconds": elapsed, "rows": int(progress["rows_written"]), "per_kind": per_kind}
 
 
-def baseline(db_url: str, crm_url: str, count: int) -> float:
-    """Rows/s of one plain executemany of the same rows into the same table."""
-    rows = []
+def fetch_rows(crm_url: str, count: int) -> list[tuple[Any, ...]]:
+    """The baseline's rows: the same organizations, fetched beforehand."""
+    rows: list[tuple[Any, ...]] = []
     with httpx.Client(base_url=crm_url, headers={"Authorization": f"Bearer {API_KEY}"}) as http:
         for start in range(0, count, 500):
             data = http.get("/v1/organizations", params={"start": start, "limit": 500}).json()
@@ -115,6 +118,11 @@ def baseline(db_url: str, crm_url: str, count: int) -> float:
                 ("bench", r["id"], r["name"], r.get("domain"), r.get("created_at"))
                 for r in data["data"]
             ]
+    return rows
+
+
+def baseline(db_url: str, rows: list[tuple[Any, ...]]) -> float:
+    """Rows/s of one plain executemany of the rows into the same table, in one transaction."""
     with connect.connect(db_url, autocommit=False) as conn, conn.cursor() as cur:
         began = time.perf_counter()
         cur.executemany(
@@ -126,18 +134,28 @@ def baseline(db_url: str, crm_url: str, count: int) -> float:
         return len(rows) / (time.perf_counter() - began)
 
 
-def organizations(dbs: databases.Scratchpad, count: int) -> tuple[float, float, dict[str, float]]:
-    """(rows/s of the engine, rows/s of the baseline, CPU seconds by process during the engine's
-    import) for ``count`` organizations."""
+def organizations(
+    dbs: databases.Scratchpad, count: int, rounds: int = 1, *, compare: bool = False
+) -> dict[str, Any]:
+    """Rows/s of the engine importing ``count`` organizations, per round; with ``compare``,
+    each round also runs the baseline right after (alternating, so a change of the machine's
+    speed hits both), and the CPU seconds by process of each engine round."""
+    engine: list[float] = []
+    plain: list[float] = []
+    cpus: list[dict[str, float]] = []
     with democrm(organizations=count, people=0, deals=0) as (url, pid):
-        with dbs.fresh() as db:
-            before = cpu_seconds(pid)
-            result = run_import(db, url, ["organizations"])
-            cpu = {key: value - before[key] for key, value in cpu_seconds(pid).items()}
-        with dbs.fresh() as db:
-            plain = baseline(db, url, count)
-    assert result["rows"] == count, result
-    return result["rows"] / result["seconds"], plain, cpu
+        rows = fetch_rows(url, count) if compare else []
+        for _ in range(rounds):
+            with dbs.fresh() as db:
+                before = cpu_seconds(pid)
+                result = run_import(db, url, ["organizations"])
+                cpus.append({k: v - before[k] for k, v in cpu_seconds(pid).items()})
+            assert result["rows"] == count, result
+            engine.append(result["rows"] / result["seconds"])
+            if compare:
+                with dbs.fresh() as db:
+                    plain.append(baseline(db, rows))
+    return {"engine": engine, "baseline": plain, "cpu": cpus}
 
 
 def cpu_seconds(demo_pid: int) -> dict[str, float]:
@@ -172,24 +190,36 @@ def email_phase(dbs: databases.Scratchpad, threads: int, deals: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the sizes (smoke run)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="alternating engine/baseline rounds of the 400,000-row comparison (default 3)",
+    )
     args = parser.parse_args()
     scale = 10 if args.quick else 1
     with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
         dbs = databases.Scratchpad(admin_url, "ferryman_migbench")
-        results = measure(dbs, scale)
+        results = measure(dbs, scale, max(1, args.rounds))
     report(results)
 
 
-def measure(dbs: databases.Scratchpad, scale: int) -> dict[str, float]:
-    rows_per_s, plain, cpu = organizations(dbs, 400_000 // scale)
-    small, _, _ = organizations(dbs, 100_000 // scale)
-    large, _, _ = organizations(dbs, 1_000_000 // scale)
+def measure(dbs: databases.Scratchpad, scale: int, rounds: int) -> dict[str, Any]:
+    count = 400_000 // scale
+    compared = organizations(dbs, count, rounds, compare=True)
+    small = organizations(dbs, 100_000 // scale)["engine"][0]
+    large = organizations(dbs, 1_000_000 // scale)["engine"][0]
     one = email_phase(dbs, 1, 60 // max(scale // 5, 1))
     four = email_phase(dbs, 4, 60 // max(scale // 5, 1))
+    engine, plain_rounds = compared["engine"], compared["baseline"]
+    rows_per_s, plain = statistics.median(engine), statistics.median(plain_rounds)
+    cpu = compared["cpu"][engine.index(statistics.median_low(engine))]
     return {
         "rows_per_s": rows_per_s,
         "baseline_rows_per_s": plain,
         "ratio": rows_per_s / plain,
+        "rounds_engine": engine,
+        "rounds_baseline": plain_rounds,
         "rows_per_s_100k": small,
         "rows_per_s_1m": large,
         "per_row_cost_ratio_1m_vs_100k": small / large,
@@ -199,19 +229,26 @@ def measure(dbs: databases.Scratchpad, scale: int) -> dict[str, float]:
         "cpu_worker_s": cpu["worker"],
         "cpu_demo_s": cpu["demo"],
         "cpu_postgres_s": cpu["machine"] - cpu["worker"] - cpu["demo"],
-        "seconds": 400_000 // scale / rows_per_s,
+        "cpu_import_s": count / statistics.median_low(engine),
     }
 
 
-def report(r: dict[str, float]) -> None:
+def report(r: dict[str, Any]) -> None:
+    rounds = len(r["rounds_engine"])
     rows = [
-        ("import 400,000 organizations (4 lane threads)", f"{r['rows_per_s']:,.0f} rows/s"),
-        ("baseline: plain executemany of the same rows", f"{r['baseline_rows_per_s']:,.0f} rows/s"),
+        (
+            f"import 400,000 organizations (4 lane threads), median of {rounds}",
+            f"{r['rows_per_s']:,.0f} rows/s ({_each(r['rounds_engine'])})",
+        ),
+        (
+            "baseline: plain executemany of the same rows, alternating",
+            f"{r['baseline_rows_per_s']:,.0f} rows/s ({_each(r['rounds_baseline'])})",
+        ),
         ("  ratio", f"{r['ratio']:.2f}"),
         (
-            "  CPU s of that import: worker / demo API / PostgreSQL and the rest",
+            "  CPU s of the median import: worker / demo API / PostgreSQL and the rest",
             f"{r['cpu_worker_s']:.1f} / {r['cpu_demo_s']:.1f} / {r['cpu_postgres_s']:.1f}"
-            f" in {r['seconds']:.1f} s on {os.cpu_count()} cores",
+            f" in {r['cpu_import_s']:.1f} s on {os.cpu_count()} cores",
         ),
         (
             "import 100,000 / 1,000,000 organizations",
@@ -235,6 +272,10 @@ def report(r: dict[str, float]) -> None:
         "per_row_cost_ratio_1m_vs_100k",
     ]
     print(json.dumps({key: round(r[key], 3) for key in keys}))
+
+
+def _each(values: list[float]) -> str:
+    return " / ".join(f"{value:,.0f}" for value in values)
 
 
 if __name__ == "__main__":
