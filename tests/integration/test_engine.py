@@ -18,7 +18,7 @@ from tests.democrm.server_fixture import DemoCRM
 from workers import wait_for
 
 from ferryman_worker.db import connect
-from ferryman_worker.engine import runs, walks
+from ferryman_worker.engine import runs, tree
 
 SMALL: dict[str, Any] = {
     "organizations": 1200,
@@ -103,7 +103,7 @@ def test_the_email_walk_fetches_each_body_once_and_resumes_where_it_stopped(
     check_against_truth(db_url, truth, kinds=("deals", "messages"))
     bodies = stats["requests"]["GET /v1/messages/{id}"]["200"]
     messages = truth["messages"]["count"]
-    cut_off = 2 * (3 * walks.ROUND_PER_THREAD + 2 * 5)  # lane width x what one task holds
+    cut_off = 2 * (3 * tree.ROUND_PER_THREAD + 2 * 5)  # lane width x what one task holds
     assert messages <= bodies <= messages + cut_off
 
 

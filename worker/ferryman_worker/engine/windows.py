@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -90,6 +90,12 @@ def validate(kind: Kind, records: list[dict[str, Any]]) -> tuple[list[BaseModel]
         except ValidationError as exc:
             malformed.append((_source_id(record), _reason(exc)))
     return valid, malformed
+
+
+def split(records: Sequence[Any], size: int) -> Iterator[list[Any]]:
+    """Consecutive windows of at most ``size`` records."""
+    for start in range(0, len(records), size):
+        yield list(records[start : start + size])
 
 
 @functools.cache

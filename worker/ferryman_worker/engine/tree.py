@@ -1,0 +1,225 @@
+"""The tree walk (e-mail): a task's parents (ten deals), in order; per parent one listing of its
+children, then each child's body, then the children in windows with a checkpoint after the
+parent.
+
+Source calls run on ``fetch_threads`` fetch threads in rounds: each round's tokens are reserved
+on the job thread first, the fetch threads hold no database connection, and the job thread joins
+the whole round before it writes, so no call is in flight while a transaction is open. Rounds
+cross parent boundaries: the listings of the next parents are fetched side by side, and a round
+of bodies may span parents, so the threads do not idle at the end of each parent. Once a round
+is joined, every parent whose bodies are all in hand is written, in order. Children the ledger
+holds are not fetched again; a stopped task refetches, on resume, at most what it held (its last
+round, and the parent the round before left half-fetched).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+from ferryman_worker.db import queries
+from ferryman_worker.engine import windows
+from ferryman_worker.engine.scope import Scope
+from ferryman_worker.engine.source import RateLimited, SourceClient, SourceError
+from ferryman_worker.providers import Request
+
+ROUND_PER_THREAD = 8
+"""Bodies per fetch thread in one round: the round's tokens are reserved on the job thread
+first, then the fetch threads drain it with no barrier between bodies."""
+
+Pool = concurrent.futures.ThreadPoolExecutor
+
+
+def walk_tree(scope: Scope) -> None:
+    """Parents from the task's offset on, in order; each is written, with its checkpoint, as
+    soon as all its children's bodies are in hand; the last finishes the task."""
+    parents: list[int] = list(scope.task["cursor"]["parents"])
+    first = int(scope.task["processed_offset"])
+    if first >= len(parents):
+        scope.commit_window([], first, finish=True)
+        return
+    threads = int(scope.options["fetch_threads"])
+    room = threads * ROUND_PER_THREAD
+    queue = _Queue(scope, parents, first)
+    with Pool(threads, thread_name_prefix="fetch") as pool:
+        while not queue.done:
+            queue.list_until(room, pool, threads)
+            fetch_bodies(scope, pool, queue.next_round(room))
+            for parent in queue.pop_complete():
+                _write_parent(scope, parent, last=parent.index == len(parents) - 1)
+
+
+@dataclasses.dataclass
+class _Parent:
+    """One parent of a tree task: its children to fetch and the bodies fetched so far."""
+
+    index: int
+    """Its position in the task's parents: the checkpoint after it is ``index + 1``."""
+    headers: list[dict[str, Any]]
+    malformed: windows.Malformed
+    bodies: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return len(self.bodies) == len(self.headers)
+
+    def missing(self) -> Iterator[_Body]:
+        for position, header in enumerate(self.headers):
+            if position not in self.bodies:
+                yield _Body(self, position, header)
+
+    def records(self) -> list[dict[str, Any]]:
+        return [self.bodies[position] for position in range(len(self.headers))]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Body:
+    """A child whose body is to be fetched, and where the result goes."""
+
+    parent: _Parent
+    position: int
+    header: dict[str, Any]
+
+
+class _Queue:
+    """The task's parents, listed ahead far enough to fill a round of bodies."""
+
+    def __init__(self, scope: Scope, parents: list[int], first: int) -> None:
+        self.scope = scope
+        self.parents = parents
+        self.next_index = first
+        self.waiting: collections.deque[_Parent] = collections.deque()
+
+    @property
+    def done(self) -> bool:
+        return self.next_index >= len(self.parents) and not self.waiting
+
+    def list_until(self, room: int, pool: Pool, threads: int) -> None:
+        """List parents, ``threads`` side by side, until ``room`` bodies wait to be fetched or
+        none are left to list."""
+        while self.next_index < len(self.parents) and self._unfetched() < room:
+            batch = self.parents[self.next_index : self.next_index + threads]
+            listed = _children_to_fetch(self.scope, pool, batch)
+            for offset, (headers, malformed) in enumerate(listed):
+                self.waiting.append(_Parent(self.next_index + offset, headers, malformed))
+            self.next_index += len(batch)
+
+    def next_round(self, room: int) -> list[_Body]:
+        return list(itertools.islice(self._missing(), room))
+
+    def pop_complete(self) -> Iterator[_Parent]:
+        """The parents at the head whose bodies are all in hand, in order."""
+        while self.waiting and self.waiting[0].complete:
+            yield self.waiting.popleft()
+
+    def _missing(self) -> Iterator[_Body]:
+        for parent in self.waiting:
+            yield from parent.missing()
+
+    def _unfetched(self) -> int:
+        return sum(len(parent.headers) - len(parent.bodies) for parent in self.waiting)
+
+
+def _write_parent(scope: Scope, parent: _Parent, *, last: bool) -> None:
+    parts = list(windows.split(parent.records(), int(scope.options["window_size"]))) or [[]]
+    for number, window in enumerate(parts):
+        final = number == len(parts) - 1
+        offset = parent.index + 1 if final else parent.index
+        bad = parent.malformed if number == 0 else []
+        scope.commit_window(window, offset, bad, finish=final and last)
+
+
+def _children_to_fetch(
+    scope: Scope, pool: Pool, parents: list[int]
+) -> list[tuple[list[dict[str, Any]], windows.Malformed]]:
+    """Per parent: its children whose bodies are still to fetch (valid, not in the ledger), and
+    its malformed children."""
+    listed = _list(scope, pool, parents)
+    validated = [windows.validate(scope.kind, headers) for headers in listed]
+    valid_ids = [{str(getattr(model, "id", None)) for model in valid} for valid, _ in validated]
+    written = {
+        row["source_id"]
+        for row in scope.conn.execute(
+            queries.get("ledger_written", "engine.sql"),
+            {
+                "workspace": scope.run["workspace"],
+                "kind": scope.kind.name,
+                "source_ids": sorted(set().union(*valid_ids)),
+            },
+        )
+    }
+    return [
+        ([h for h in headers if str(h.get("id")) in ids - written], malformed)
+        for headers, ids, (_, malformed) in zip(listed, valid_ids, validated, strict=True)
+    ]
+
+
+def _list(scope: Scope, pool: Pool, parents: list[int]) -> list[list[dict[str, Any]]]:
+    """Every child header of each parent: their listings side by side, page after page."""
+    size = int(scope.options["page_size"])
+    children: dict[int, list[dict[str, Any]]] = {parent: [] for parent in parents}
+    pending = list(parents)
+    while pending:
+        requests = [
+            scope.provider.children(scope.kind.name, p, len(children[p]), size) for p in pending
+        ]
+        more = []
+        for parent, payload in zip(pending, calls(scope, pool, requests), strict=True):
+            page = scope.provider.parse_page(payload)
+            children[parent].extend(page.records)
+            if page.more and page.records:
+                more.append(parent)
+        pending = more
+    return [children[parent] for parent in parents]
+
+
+def fetch_bodies(scope: Scope, pool: Pool, round_: list[_Body]) -> None:
+    """Fetch a round of bodies; each lands in its parent."""
+    requests = [scope.provider.body(scope.kind.name, item.header) for item in round_]
+    for item, payload in zip(round_, calls(scope, pool, requests), strict=True):
+        item.parent.bodies[item.position] = scope.provider.merge_body(item.header, payload)
+
+
+def calls(scope: Scope, pool: Pool, requests: list[Request]) -> list[Any]:
+    """The requests' answers, in order: each round's tokens reserved on the job thread, the
+    calls run on the fetch threads and joined; what failed retryably goes round again (a 429
+    pauses the credential's budget for every worker first)."""
+    answers: dict[int, Any] = {}
+    pending = list(range(len(requests)))
+    failures = 0
+    while pending:
+        scope.budget.reserve(scope.conn, sum(requests[i].cost for i in pending))
+        retry = []
+        results = pool.map(_call(scope.client), [requests[i] for i in pending])
+        for i, result in zip(pending, results, strict=True):
+            if isinstance(result, RateLimited):
+                scope.budget.pause(scope.conn, result.retry_after)
+                retry.append(i)
+            elif isinstance(result, SourceError):
+                if not result.retryable:
+                    raise result
+                retry.append(i)
+            else:
+                answers[i] = result
+        if retry:
+            failures += 1
+            if failures > scope.retry.attempts * 4:
+                raise SourceError(f"{len(retry)} source calls kept failing", retryable=True)
+            scope.gate(scope.conn)  # suspended or cancelled meanwhile: stop retrying
+            scope.retry.sleep(min(failures, 5))
+        pending = retry
+    return [answers[i] for i in range(len(requests))]
+
+
+def _call(client: SourceClient) -> Any:
+    def call(request: Request) -> Any:
+        try:
+            return client.get(request)
+        except SourceError as exc:
+            return exc
+
+    return call
