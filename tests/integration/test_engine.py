@@ -80,16 +80,18 @@ def test_the_contract_reports_a_finished_run_as_a_status(db_url: str) -> None:
 def test_the_email_walk_fetches_each_body_once_and_resumes_where_it_stopped(
     db_url: str,
 ) -> None:
-    """Rounds span deals (fetch_threads 3 x 8 bodies over deals of up to 10 messages); a
-    suspended walk resumes at its deal: a stopped task fetches again at most what it held,
-    its last round plus the deal the round before it left half-fetched."""
+    """Listings side by side and paged, rounds that span deals (fetch_threads 3 x 8 bodies over
+    deals of up to 10 messages); a suspended walk resumes at its deal: a stopped task fetches
+    again at most what it held, its last round plus the deal the round before left half-fetched."""
     dataset = {"organizations": 1, "people": 1, "deals": 40, "messages_per_deal": 5}
     with (
         DemoCRM.start(seed=8, body_latency_ms=5, malformed_rate=0, **dataset) as crm,
         credential(crm.api_key),
         engine_worker(db_url, lanes="migrations:2"),
     ):
-        req = request(crm.url, kinds=["deals", "messages"], fetch_threads=3, deals_per_task=7)
+        req = request(  # pages of 4: a deal's messages take up to 3 listing calls
+            crm.url, kinds=["deals", "messages"], fetch_threads=3, deals_per_task=7, page_size=4
+        )
         run_id = start_run(db_url, req)
         wait_for(lambda: _messages_written(db_url, run_id) > 40, 60, "some messages")
         with connect.connect(db_url) as conn:
