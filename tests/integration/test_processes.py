@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 import ferryman_testjobs as tj
 import pytest
-from workers import scalar, subprocesses, wait_for
+from workers import Subprocess, scalar, subprocesses, wait_for
 
 from ferryman_worker.db import connect
 from ferryman_worker.queue import enqueue, enqueue_many
@@ -59,6 +60,48 @@ def test_a_killed_workers_job_runs_again_elsewhere_without_waiting(db_url: str) 
     # well under the poll interval (15 s): the lock went with the connection
     assert restarted < 5.0, restarted
     assert scalar(db_url, "SELECT status FROM ferryman_jobs WHERE id = %s", (job_id,)) == "ready"
+
+
+def test_a_job_that_kills_its_worker_every_time_fails_for_good_after_max_attempts(
+    db_url: str,
+) -> None:
+    _setup(db_url)
+    with connect.connect(db_url) as conn:
+        job_id = enqueue(tj.crash, conn=conn)  # max_attempts=3
+        other = enqueue(tj.record, n=1, conn=conn)
+    deaths = 0
+    while deaths < 6:  # a new worker each time; the 4th must give up on the job and live
+        worker = Subprocess(db_url, "default:1")
+        try:
+            wait_for(
+                functools.partial(_dead_or_failed, worker, db_url, job_id),
+                30,
+                "the worker to die or the job to fail",
+            )
+            if worker.proc.poll() is None:  # it gave up on the job, and runs the next one
+                wait_for(
+                    lambda: scalar(db_url, "SELECT count(*) FROM test_runs") == 1, 30, "the other"
+                )
+                break
+            deaths += 1
+        finally:
+            worker.stop()
+    assert deaths == 3
+    assert scalar(db_url, "SELECT count(*) FROM test_started WHERE job_id = %s", (job_id,)) == 3
+    with connect.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT status, attempts, claims, last_error FROM ferryman_jobs WHERE id = %s",
+            (job_id,),
+        ).fetchone()
+    assert row is not None and row["status"] == "failed" and row["claims"] == 4
+    assert "died 3 time(s)" in row["last_error"] and "ferryman jobs retry" in row["last_error"]
+    assert scalar(db_url, "SELECT count(*) FROM test_runs WHERE job_id = %s", (other,)) == 1
+
+
+def _dead_or_failed(worker: Subprocess, db_url: str, job_id: int) -> bool:
+    if worker.proc.poll() is not None:
+        return True
+    return scalar(db_url, "SELECT status FROM ferryman_jobs WHERE id = %s", (job_id,)) != "ready"
 
 
 def test_sigterm_lets_running_jobs_finish_and_claims_nothing_new(db_url: str) -> None:

@@ -89,6 +89,17 @@ def pressured(ctx: JobContext) -> None:
     _record(ctx, None, time.time())
 
 
+@job("test.crash", queue="default", max_attempts=3, pass_context=True)
+def crash(ctx: JobContext) -> None:
+    """Record the start (committed), then kill this worker process: a poison job."""
+    import signal
+
+    ctx.conn.execute(
+        "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
+    )
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 @job("test.noop", queue="default")
 def noop() -> None:
     """Nothing: measures the queue's own cost."""

@@ -8,9 +8,10 @@ Messages say what went wrong and what to do about it, and never contain a secret
     │   └── RunSpecError          a MigrationRun document is invalid (every problem, one a line)
     ├── DatabaseError             PostgreSQL unreachable or refused a statement (wraps psycopg)
     │   └── MigrationError        a schema migration failed or the schema is out of date
-    └── QueueError                misuse of the queue's public API
+    └── QueueError                misuse of the queue's public API, or a job the queue gave up on
         ├── UnknownJobError       a job name that no imported module registered
-        └── JobAlreadyFinished    a job's completion lost a race (it was run twice)
+        ├── JobAlreadyFinished    a job's completion lost a race (it was run twice)
+        └── ProcessDied           a job's process kept dying mid-attempt (it failed for good)
 """
 
 from __future__ import annotations
@@ -50,3 +51,16 @@ class UnknownJobError(QueueError):
 
 class JobAlreadyFinished(QueueError):
     """A job's completion found it already finished: its writes are rolled back."""
+
+
+class ProcessDied(QueueError):
+    """A job's attempts kept ending with their process (or its database connection): each
+    such claim counted as an attempt, and none are left."""
+
+    def __init__(self, died: int) -> None:
+        super().__init__(
+            f"the process running this job died {died} time(s) before an attempt ended: does "
+            "the job crash its worker (out of memory, a segfault, os._exit)? Fix it, then "
+            "`ferryman jobs retry`"
+        )
+        self.died = died

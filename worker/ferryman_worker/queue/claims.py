@@ -29,6 +29,8 @@ class JobRecord:
     attempts: int
     max_attempts: int
     deferrals: int
+    claims: int
+    """Claims taken, this one included (counted by the claim itself)."""
     concurrency_key: str | None
     batch_id: int | None
     run_at: datetime.datetime
@@ -40,8 +42,14 @@ class JobRecord:
         return cls(**{key: value for key, value in row.items() if key in fields})
 
     @property
+    def died(self) -> int:
+        """Earlier claims that ended in neither an outcome nor a deferral: the process running
+        the job died (or lost its database) mid-attempt. Each counts as an attempt."""
+        return max(0, self.claims - 1 - self.attempts - self.deferrals)
+
+    @property
     def is_last_attempt(self) -> bool:
-        return self.attempts + 1 >= self.max_attempts
+        return self.attempts + self.died + 1 >= self.max_attempts
 
 
 @dataclasses.dataclass(frozen=True)

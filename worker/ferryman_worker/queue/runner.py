@@ -19,7 +19,7 @@ from typing import Any
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.errors import JobAlreadyFinished
+from ferryman_worker.errors import JobAlreadyFinished, ProcessDied
 from ferryman_worker.queue.claims import Finished, JobRecord
 from ferryman_worker.queue.pressure import PressureGauge
 from ferryman_worker.queue.producer import current_batch
@@ -87,6 +87,8 @@ class Runner:
 
     def run(self, conn: Connection, job: JobRecord) -> Outcome:
         """Run ``job`` on ``conn`` and commit its outcome. The claim is still held on return."""
+        if job.died and job.attempts + job.died >= job.max_attempts:
+            return self._failed_attempt(conn, job, ProcessDied(job.died))
         try:
             target = self.registry.get(job.name)
         except Exception as exc:

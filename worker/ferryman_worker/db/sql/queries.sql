@@ -140,7 +140,8 @@ SELECT id, queue, name, attempts, finished_at, last_error FROM ferryman_jobs
 -- Put failed jobs back; a member of a batch still live rejoins it.
 WITH again AS (
     UPDATE ferryman_jobs
-       SET status = 'ready', attempts = 0, run_at = now(), finished_at = NULL
+       SET status = 'ready', attempts = 0, claims = 0, deferrals = 0, run_at = now(),
+           finished_at = NULL
      WHERE status = 'failed' AND (%(all)s OR id = ANY(%(ids)s::bigint[]))
     RETURNING id, queue, batch_id
 ), rejoined AS (

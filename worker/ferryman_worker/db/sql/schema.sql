@@ -24,8 +24,9 @@ CREATE TABLE ferryman_jobs (
     created_at      timestamptz NOT NULL DEFAULT now(),
     finished_at     timestamptz,
     last_error      text,
-    last_traceback  text
-);
+    last_traceback  text,
+    claims          integer     NOT NULL DEFAULT 0  -- claims taken; see migrations/0006
+) WITH (fillfactor = 80);  -- room for the claim's heap-only update
 
 -- The claim's index: only ready rows, in claim order.
 CREATE INDEX ferryman_jobs_ready ON ferryman_jobs (queue, priority DESC, id) WHERE status = 'ready';
@@ -161,7 +162,8 @@ BEGIN
             PERFORM pg_advisory_unlock(cand.id);
             CONTINUE;
         END IF;
-        SELECT * INTO claimed FROM ferryman_jobs WHERE id = cand.id AND status = 'ready';
+        UPDATE ferryman_jobs SET claims = claims + 1 WHERE id = cand.id AND status = 'ready'
+        RETURNING * INTO claimed;
         IF FOUND THEN
             RETURN NEXT claimed;
             RETURN;
