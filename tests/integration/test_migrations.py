@@ -6,6 +6,8 @@ import pathlib
 import subprocess
 import threading
 
+import pytest
+
 from ferryman_worker.db import connect, databases, migrate
 
 SCHEMA = (pathlib.Path(migrate.__file__).parent / "sql" / "schema.sql").read_text()
@@ -100,3 +102,41 @@ def test_a_pending_migration_is_reported(pg_admin_url: str) -> None:
             assert "ferryman db migrate" in str(exc)
         else:
             raise AssertionError("check_current accepted an unmigrated database")
+
+
+PLUGIN = {"fakecrm": "ferryman_fakeplugin.migrations"}
+
+
+def test_a_plugins_migrations_run_after_ferrymans_and_are_recorded_per_plugin(
+    db_url: str,
+) -> None:
+    with connect.connect(db_url) as conn:  # ferryman's own are applied already
+        with pytest.raises(migrate.MigrationError, match="fakecrm/0001_widgets"):
+            migrate.check_current(conn, PLUGIN)
+        applied = migrate.migrate(conn, PLUGIN)
+        assert [m.label for m in applied] == ["fakecrm/0001_widgets", "fakecrm/0002_colour"]
+        conn.execute(
+            "INSERT INTO fake_widgets (workspace, source_id, name, colour)"
+            " VALUES ('acme', 1, 'w', 'red')"
+        )
+        assert migrate.migrate(conn, PLUGIN) == []
+        migrate.check_current(conn, PLUGIN)
+        states = {state.migration.label: state.applied_at for state in migrate.status(conn, PLUGIN)}
+        assert all(states.values()) and "fakecrm/0002_colour" in states
+        recorded = conn.execute(
+            "SELECT plugin, version, name FROM ferryman_plugin_migrations ORDER BY version"
+        ).fetchall()
+    assert [tuple(r.values()) for r in recorded] == [
+        ("fakecrm", 1, "widgets"),
+        ("fakecrm", 2, "colour"),
+    ]
+
+
+def test_a_failing_plugin_migration_is_rolled_back_and_named(db_url: str) -> None:
+    with connect.connect(db_url) as conn:
+        conn.execute("CREATE TABLE fake_widgets (id int)")  # 0001 will collide with it
+        with pytest.raises(migrate.MigrationError, match="fakecrm/0001_widgets failed"):
+            migrate.migrate(conn, PLUGIN)
+        assert conn.execute("SELECT to_regproc('fake_write_widgets') AS f").fetchone() == {
+            "f": None
+        }

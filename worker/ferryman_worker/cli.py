@@ -84,7 +84,7 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
         if args.db_command == "migrate":
             applied = migrate.migrate(conn)
             for m in applied:
-                print(f"applied {m.version:04d}_{m.name}")
+                print(f"applied {m.label}")
             print(f"{len(applied)} migration(s) applied; schema is up to date")
         else:
             for state in migrate.status(conn):
@@ -93,7 +93,7 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
                     if state.applied_at
                     else "pending"
                 )
-                print(f"{state.migration.version:04d}_{state.migration.name:<30} {when}")
+                print(f"{state.migration.label:<34} {when}")
     return 0
 
 

@@ -84,8 +84,8 @@ def _check_writers(conn: Connection, provider: Provider, kinds: list[str]) -> No
     if missing:
         raise ConfigurationError(
             f"spec.source.provider: {provider.name!r} writes with SQL functions this database "
-            f"lacks: {', '.join(missing)}; apply the migrations that install them "
-            "(`ferryman db migrate` for the built-in providers)"
+            f"lacks: {', '.join(missing)}; run `ferryman db migrate` (it applies ferryman's "
+            "migrations and those every installed plug-in registers under 'ferryman.migrations')"
         )
 
 

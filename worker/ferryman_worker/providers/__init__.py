@@ -4,8 +4,10 @@ A provider declares its kinds, their phase order and how each is walked (a listi
 page, or a tree: children listed per parent, bodies fetched one by one), maps source records with
 pydantic models (a validation error marks a row malformed) and names, per kind, the SQL function
 (installed by a migration) that writes a window of records and claims their ledger slots.
-Providers are found through the ``ferryman.providers`` entry-point group; the built-in
-``democrm`` talks to the demo CRM API in ``hack/democrm``.
+Providers are found through the ``ferryman.providers`` entry-point group; a provider package
+outside ferryman registers its migrations (destination tables, writers) in the
+``ferryman.migrations`` group (see ``db.migrate``). The built-in ``democrm`` talks to the demo
+CRM API in ``hack/democrm``; its tables and writers are among ferryman's own migrations.
 """
 
 from __future__ import annotations

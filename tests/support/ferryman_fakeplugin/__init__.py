@@ -1,0 +1,1 @@
+"""A plug-in's migrations, for the migration tests: what a provider outside ferryman ships."""

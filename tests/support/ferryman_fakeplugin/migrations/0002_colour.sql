@@ -1,0 +1,1 @@
+ALTER TABLE fake_widgets ADD COLUMN colour text;
