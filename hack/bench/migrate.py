@@ -33,11 +33,13 @@ from typing import Any
 
 import httpx
 
+from ferryman_worker import contract
 from ferryman_worker.db import connect, databases
 from ferryman_worker.engine import runs
 from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime, credential_env_var
 from ferryman_worker.queue.worker import Worker
+from ferryman_worker.runspec import RunOptions
 from ferryman_worker.settings import Settings
 
 DEMOCRM = pathlib.Path(__file__).resolve().parents[1] / "democrm"
@@ -78,15 +80,7 @@ def run_import(
     os.environ[credential_env_var(SECRET["name"], SECRET["key"])] = API_KEY
     runtime = EngineRuntime()
     worker = Worker(Settings(lanes=lanes, poll_interval=1.0), db_url, resources={RESOURCE: runtime})
-    base = {
-        "stripes": 4,
-        "page_size": 500,
-        "window_size": 25,
-        "max_in_flight": 8,
-        "fetch_threads": 4,
-        "deals_per_task": 10,
-        "rate_limit": None,
-    }
+    base = contract.engine_options(RunOptions(), max_in_flight=8)  # the defaults, lane of 4
     request = runs.RunRequest(
         "bench/run", "bench", "democrm", crm_url, SECRET, kinds, {**base, **options}
     )

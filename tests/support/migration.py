@@ -11,10 +11,12 @@ from typing import Any
 
 from workers import wait_for
 
+from ferryman_worker import contract
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime, credential_env_var
 from ferryman_worker.queue.worker import Worker
+from ferryman_worker.runspec import RunOptions
 from ferryman_worker.settings import Settings
 
 SECRET = {"name": "democrm-token", "key": "token"}
@@ -27,16 +29,8 @@ TABLES = {
 
 
 def options(**changes: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "stripes": 4,
-        "page_size": 500,
-        "window_size": 25,
-        "max_in_flight": 8,
-        "fetch_threads": 4,
-        "deals_per_task": 10,
-        "rate_limit": None,
-    }
-    return {**base, **changes}
+    """The engine's options for a MigrationRun with default options (lane of 4), changed."""
+    return {**contract.engine_options(RunOptions(), max_in_flight=8), **changes}
 
 
 def request(

@@ -14,6 +14,8 @@ from ferryman_worker.engine.runs import AdmissionRefused
 from ferryman_worker.runspec import (
     MigrationRun,
     MigrationRunStatus,
+    RateLimitSpec,
+    RunOptions,
     RunState,
     load_run,
     load_run_file,
@@ -28,6 +30,7 @@ __all__ = [
     "RunState",
     "admit",
     "cancel",
+    "engine_options",
     "load_run",
     "load_run_file",
     "parse_run",
@@ -48,7 +51,6 @@ def request_for(run: MigrationRun, lane_width: int) -> runs.RunRequest:
     """The admission request for a MigrationRun; the lane width sets the default in-flight."""
     spec, source = run.spec, run.spec.source
     options = spec.options
-    rate = source.rate_limit
     return runs.RunRequest(
         name=run_key(run),
         workspace=spec.workspace,
@@ -59,18 +61,27 @@ def request_for(run: MigrationRun, lane_width: int) -> runs.RunRequest:
             "key": source.credentials_secret_ref.key,
         },
         kinds=list(spec.kinds),
-        options={
-            "stripes": options.stripes,
-            "page_size": options.page_size,
-            "window_size": options.window_size,
-            "max_in_flight": spec.effective_max_in_flight(lane_width),
-            "fetch_threads": options.fetch_threads,
-            "deals_per_task": options.deals_per_task,
-            "rate_limit": None
-            if rate is None
-            else {"tokens_per_second": rate.tokens_per_second, "burst": rate.burst},
-        },
+        options=engine_options(
+            options, spec.effective_max_in_flight(lane_width), source.rate_limit
+        ),
     )
+
+
+def engine_options(
+    options: RunOptions, max_in_flight: int, rate: RateLimitSpec | None = None
+) -> dict[str, Any]:
+    """The run's options as the engine keeps them (``ferryman_runs.options``)."""
+    return {
+        "stripes": options.stripes,
+        "page_size": options.page_size,
+        "window_size": options.window_size,
+        "max_in_flight": max_in_flight,
+        "fetch_threads": options.fetch_threads,
+        "deals_per_task": options.deals_per_task,
+        "rate_limit": None
+        if rate is None
+        else {"tokens_per_second": rate.tokens_per_second, "burst": rate.burst},
+    }
 
 
 def admit(conn: Connection, run: MigrationRun, lane_width: int) -> int:
