@@ -78,8 +78,8 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
 
 def _check_writers(conn: Connection, provider: Provider, kinds: list[str]) -> None:
     """ConfigurationError, before any task exists, if a kind's writer function is missing."""
-    writers = {kind: provider.writer(kind) for kind in kinds}
-    row = conn.execute(_q("missing_writers"), {"writers": list(writers.values())}).fetchone()
+    writers = [provider.writer(kind) for kind in kinds]
+    row = conn.execute(_q("missing_writers"), {"writers": writers}).fetchone()
     missing = sorted(row["missing"] or []) if row else []
     if missing:
         raise ConfigurationError(
