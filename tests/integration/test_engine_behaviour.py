@@ -244,3 +244,23 @@ def test_a_task_that_keeps_losing_its_worker_fails_the_run_instead_of_looping(
             final = wait_finished(db_url, run_id, timeout=60)
     assert final["state"] == "failed"
     assert "claimed 50 times without finishing" in final["error"]
+
+
+def test_a_refused_credential_fails_the_run_at_once_instead_of_retrying(db_url: str) -> None:
+    with (
+        DemoCRM.start(seed=16, organizations=50, people=0, deals=0) as crm,
+        credential("not-the-key"),
+        engine_worker(db_url),
+    ):
+        run_id = start_run(db_url, request(crm.url, kinds=["organizations"]))
+        final = wait_finished(db_url, run_id, timeout=30)  # retries would take hours
+    assert final["state"] == "failed"
+    assert "HTTP 401" in final["error"] and "credentialsSecretRef" in final["error"]
+    assert "not-the-key" not in final["error"]
+    with connect.connect(db_url) as conn:
+        jobs = conn.execute(
+            "SELECT status, attempts, last_error FROM ferryman_jobs WHERE name = 'ferryman.task'"
+        ).fetchall()
+    failed = [j for j in jobs if j["status"] == "failed"]
+    assert failed and all(j["attempts"] == 1 for j in failed), jobs
+    assert all("retrying cannot help" in j["last_error"] for j in failed)

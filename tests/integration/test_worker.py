@@ -125,18 +125,35 @@ def test_failures_retry_with_backoff_then_fail_and_can_be_retried(db_url: str) -
         assert admin.failed_jobs(conn) == []
 
 
+def _wait_failed(db_url: str, job_id: int) -> None:
+    wait_for(
+        lambda: (
+            scalar(db_url, "SELECT status FROM ferryman_jobs WHERE id = %s", (job_id,)) == "failed"
+        ),
+        20,
+        f"job {job_id} to fail",
+    )
+
+
+def test_an_unretryable_failure_fails_the_job_at_once(db_url: str) -> None:
+    _setup(db_url)
+    with in_process(db_url, backoff_base=0.05) as _, connect.connect(db_url) as conn:
+        job_id = enqueue(tj.hopeless, conn=conn)  # 5 attempts allowed
+        _wait_failed(db_url, job_id)
+        row = conn.execute(
+            "SELECT attempts, last_error, last_traceback FROM ferryman_jobs WHERE id = %s",
+            (job_id,),
+        ).fetchone()
+    assert row is not None and row["attempts"] == 1
+    assert row["last_error"].startswith("Unretryable: the thing this job needs does not exist")
+    assert "LookupError" in row["last_traceback"]
+
+
 def test_backoff_grows_between_attempts(db_url: str) -> None:
     _setup(db_url)
     with in_process(db_url, backoff_base=0.2) as _, connect.connect(db_url) as conn:
         job_id = enqueue(tj.flaky, fail_times=5, conn=conn)
-        wait_for(
-            lambda: (
-                scalar(db_url, "SELECT status FROM ferryman_jobs WHERE id = %s", (job_id,))
-                == "failed"
-            ),
-            20,
-            "the job to fail",
-        )
+        _wait_failed(db_url, job_id)
     # attempts at t0, t0 + 0.1..0.2, then + 0.2..0.4: the whole run took at least 0.3 s
     elapsed = scalar(
         db_url,

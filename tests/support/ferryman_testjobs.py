@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.queue import JobContext, enqueue, job
+from ferryman_worker.queue import JobContext, Unretryable, enqueue, job
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS test_runs (
@@ -61,6 +61,14 @@ def flaky(ctx: JobContext, fail_times: int) -> None:
     if ctx.job.attempts < fail_times:
         raise RuntimeError(f"planned failure {ctx.job.attempts + 1} of {fail_times}")
     _record(ctx, ctx.job.attempts, time.time())
+
+
+@job("test.hopeless", queue="default", max_attempts=5)
+def hopeless() -> None:
+    try:
+        raise LookupError("the thing this job needs does not exist")
+    except LookupError as exc:
+        raise Unretryable(f"{exc}: create it, then `ferryman jobs retry`") from exc
 
 
 @job("test.spawn", queue="default", pass_context=True)

@@ -11,7 +11,8 @@ Messages say what went wrong and what to do about it, and never contain a secret
     └── QueueError                misuse of the queue's public API, or a job the queue gave up on
         ├── UnknownJobError       a job name that no imported module registered
         ├── JobAlreadyFinished    a job's completion lost a race (it was run twice)
-        └── ProcessDied           a job's process kept dying mid-attempt (it failed for good)
+        ├── ProcessDied           a job's process kept dying mid-attempt (it failed for good)
+        └── Unretryable           raised by a job: fail it for good now, trying again cannot help
 """
 
 from __future__ import annotations
@@ -64,3 +65,9 @@ class ProcessDied(QueueError):
             "`ferryman jobs retry`"
         )
         self.died = died
+
+
+class Unretryable(QueueError):
+    """Raised by a job (``raise Unretryable(...) from exc``) to fail it for good at once: its
+    remaining attempts are not used, because trying again cannot help (a refused credential, a
+    request the source calls invalid). ``ferryman jobs retry`` still runs it again."""

@@ -69,7 +69,8 @@ class SourceClient:
             raise SourceError(f"GET {request.path}: HTTP {response.status_code}", retryable=True)
         if response.status_code >= 400:
             raise SourceError(
-                f"GET {request.path}: HTTP {response.status_code} {response.text[:200]}",
+                f"GET {request.path}: HTTP {response.status_code} {response.text[:200]}"
+                + _hint(response.status_code),
                 retryable=False,
             )
         try:
@@ -81,6 +82,15 @@ class SourceClient:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _hint(status: int) -> str:
+    if status in (401, 403):
+        return (
+            " (the source refused the credential: check the token that"
+            " spec.source.credentialsSecretRef names)"
+        )
+    return ""
 
 
 def _retry_after(response: httpx.Response) -> float:

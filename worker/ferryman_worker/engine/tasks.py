@@ -3,7 +3,8 @@
 It claims its task with a fenced update or exits (a second job handed the same task, a task of
 a phase not yet open, a finished task); then walks it (``walks``) and finishes it together with
 the job's completion in one commit. Cancel and suspend are seen at the next window boundary; a
-task whose job fails for good fails its run.
+task whose job fails for good fails its run. A source error that retrying cannot mend (HTTP 4xx:
+a refused credential, an invalid request) fails the task, its job and its run at once.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import walks
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
 from ferryman_worker.engine.scope import Scope, Stop
-from ferryman_worker.queue import JobContext, enqueue_many, job
+from ferryman_worker.engine.source import SourceError
+from ferryman_worker.queue import JobContext, Unretryable, enqueue_many, job
 
 TASK_JOB = "ferryman.task"
 LANE = "migrations"
@@ -59,8 +61,11 @@ def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
                     {"task_id": task_id, "job_id": ctx.job.id, "status": stop.status},
                 )
     except Exception as exc:
-        if ctx.job.is_last_attempt:
+        hopeless = isinstance(exc, SourceError) and not exc.retryable
+        if hopeless or ctx.job.is_last_attempt:
             _fail(ctx.conn, task_id, run_id, ctx.job.id, f"{type(exc).__name__}: {exc}")
+        if hopeless:
+            raise Unretryable(f"{exc} (retrying cannot help)") from exc
         raise
     finally:
         if not runtime.sync_windows and not ctx.conn.broken:

@@ -10,8 +10,12 @@ with conn.transaction():
     enqueue(build_report, 43, conn=conn)           # exists only if this commits
 with batch(on_finish=notify_done.call(user=7)):
     enqueue_many(build_report.call(i) for i in range(1000))
+
+A job that raises is tried again later (exponential backoff) until its ``max_attempts`` are
+used; one that raises ``Unretryable`` fails for good at once.
 """
 
+from ferryman_worker.errors import Unretryable
 from ferryman_worker.queue.batches import Batch, batch
 from ferryman_worker.queue.producer import UrlSource, configure, enqueue, enqueue_many
 from ferryman_worker.queue.registry import Job, JobCall, JobOptions, Registry, cron, job
@@ -24,6 +28,7 @@ __all__ = [
     "JobContext",
     "JobOptions",
     "Registry",
+    "Unretryable",
     "UrlSource",
     "batch",
     "configure",

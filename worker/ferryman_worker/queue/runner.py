@@ -19,7 +19,7 @@ from typing import Any
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.errors import JobAlreadyFinished, ProcessDied
+from ferryman_worker.errors import JobAlreadyFinished, ProcessDied, Unretryable
 from ferryman_worker.queue.claims import Finished, JobRecord
 from ferryman_worker.queue.pressure import PressureGauge
 from ferryman_worker.queue.producer import current_batch
@@ -119,9 +119,9 @@ class Runner:
     def _failed_attempt(self, conn: Connection, job: JobRecord, exc: Exception) -> Outcome:
         error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR]
         trace = "".join(traceback.format_exception(exc))[-MAX_TRACEBACK:]
-        if job.is_last_attempt:
+        if job.is_last_attempt or isinstance(exc, Unretryable):
             log.error(
-                "job %s (%s) failed for good after %d attempts: %s",
+                "job %s (%s) failed for good after %d attempt(s): %s",
                 job.id,
                 job.name,
                 job.attempts + 1,
