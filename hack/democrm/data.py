@@ -138,6 +138,10 @@ class Source:
             return False
         return position < self.message_count(deal_index)
 
+    def body_gone(self, message_id: int) -> bool:
+        """Whether the message's body answers 404 (its defect is ``gone:body``)."""
+        return (self.defect("messages", message_id - 1) or "").startswith(defects.GONE)
+
     def body(self, message_id: int) -> Record:
         """The body of an existing message (check ``message_exists`` first); never malformed."""
         h = self.digest("messages", message_id - 1)

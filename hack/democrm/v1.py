@@ -114,6 +114,8 @@ def prepare_body(state: State, message: str, query: str) -> Call:
     message_id = parse_id(message)
     if message_id is None or not state.source.message_exists(message_id):
         raise not_found(f"no message with id {message!r}")
+    if state.source.body_gone(message_id):
+        raise not_found(f"message {message_id} was deleted")
     return Call(False, lambda: state.source.body(message_id))
 
 

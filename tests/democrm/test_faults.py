@@ -45,7 +45,9 @@ def test_config_changes_behaviour_at_runtime(democrm: DemoCRM) -> None:
         assert http.get("/v1/deals").status_code == 200
         listing = time.monotonic() - began
         began = time.monotonic()
-        assert http.get(f"/v1/messages/{democrm.truth()['messages']['ids'][0]}").status_code == 200
+        messages = democrm.truth()["messages"]
+        intact = next(i for i in messages["ids"] if str(i) not in messages["malformed"])
+        assert http.get(f"/v1/messages/{intact}").status_code == 200
         body = time.monotonic() - began
     assert listing >= 0.3 and 0.2 <= body < 0.3
 

@@ -50,10 +50,19 @@ def test_malformed_records_are_exactly_those_the_truth_names(start_democrm: Star
         for deal_id in truth["deals"]["ids"]:
             messages += http.get(f"/v1/deals/{deal_id}/messages").json()["data"]
         found["messages"] = {str(r["id"]): why for r in messages if (why := defect("messages", r))}
+        found["messages"] |= {
+            str(r["id"]): "gone:body"
+            for r in messages
+            if str(r["id"]) not in found["messages"]
+            and http.get(f"/v1/messages/{r['id']}").status_code == 404
+        }
     for kind, malformed in found.items():
         assert malformed == truth[kind]["malformed"], kind
         kinds_of_defect = Counter(why.split(":")[0] for why in malformed.values())
-        assert set(kinds_of_defect) == {"missing", "wrong_type", "too_long"}, kind
+        expected = {"missing", "wrong_type", "too_long"} | (
+            {"gone"} if kind == "messages" else set()
+        )
+        assert set(kinds_of_defect) == expected, kind
 
 
 def test_too_long_strings_are_at_least_300_characters(start_democrm: StartDemoCRM) -> None:

@@ -40,7 +40,8 @@ def test_a_message_listing_pages_like_the_others(shared_democrm: DemoCRM) -> Non
 
 
 def test_bodies_are_fetched_one_by_one(shared_democrm: DemoCRM) -> None:
-    message_ids = shared_democrm.truth()["messages"]["ids"][:5]
+    messages = shared_democrm.truth()["messages"]
+    message_ids = [i for i in messages["ids"] if str(i) not in messages["malformed"]][:5]
     with shared_democrm.client() as http:
         bodies = [http.get(f"/v1/messages/{i}").json() for i in message_ids]
         again = http.get(f"/v1/messages/{message_ids[0]}").json()
@@ -65,6 +66,19 @@ def test_an_unknown_message_is_a_404(shared_democrm: DemoCRM) -> None:
     with shared_democrm.client() as http:
         assert http.get(f"/v1/messages/{missing}").status_code == 404
         assert http.get("/v1/messages/100000000").status_code == 404
+
+
+def test_a_gone_message_is_listed_but_its_body_is_a_404(start_democrm: StartDemoCRM) -> None:
+    crm = start_democrm(organizations=5, people=5, deals=40, malformed_rate=0.5)
+    truth = crm.truth()["messages"]
+    gone = [int(i) for i, why in truth["malformed"].items() if why == "gone:body"]
+    assert gone
+    with crm.client() as http:
+        deal = (gone[0] - 1) // 7 + 1  # messages_per_deal 3: a stride of 7 ids per deal
+        listed = http.get(f"/v1/deals/{deal}/messages").json()["data"]
+        body = http.get(f"/v1/messages/{gone[0]}")
+    assert gone[0] in [m["id"] for m in listed]
+    assert body.status_code == 404 and "was deleted" in body.json()["error"]["message"]
 
 
 def test_no_messages_when_the_mean_is_zero(start_democrm: StartDemoCRM) -> None:

@@ -43,6 +43,23 @@ def test_a_run_writes_every_source_row_once(db_url: str) -> None:
     assert final["tasks_done"] == final["tasks_total"]
 
 
+def test_a_message_deleted_after_its_listing_is_a_row_error(db_url: str) -> None:
+    sizes = {"organizations": 20, "people": 20, "deals": 40, "malformed_rate": 0.3}
+    with DemoCRM.start(seed=4, **sizes) as crm, credential(crm.api_key), engine_worker(db_url):
+        run_id = start_run(db_url, request(crm.url))
+        final = wait_finished(db_url, run_id)
+        truth = crm.truth()
+    assert final["state"] == "succeeded", final["error"]
+    check_against_truth(db_url, truth)  # every gone message is a row error, none is written
+    gone = {i for i, why in truth["messages"]["malformed"].items() if why == "gone:body"}
+    with connect.connect(db_url) as conn:
+        recorded = conn.execute(
+            "SELECT source_id FROM ferryman_row_errors WHERE kind = 'messages'"
+            " AND reason LIKE 'gone from the source before its body was fetched: %%HTTP 404%%'"
+        ).fetchall()
+    assert gone and {r["source_id"] for r in recorded} == gone
+
+
 @pytest.mark.parametrize("rows", [0, 1, 499, 500, 501, 2000])
 def test_stripes_cover_a_collection_with_no_gap_and_no_overlap(db_url: str, rows: int) -> None:
     with (

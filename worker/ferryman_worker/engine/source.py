@@ -19,18 +19,27 @@ from ferryman_worker.providers import Request
 
 
 class SourceError(FerrymanError):
-    """The source failed the call; ``retryable`` says whether trying again may help."""
+    """The source failed the call; ``retryable`` says whether trying again may help, ``status``
+    is the HTTP status it answered with (None: no answer, or not one of its statuses)."""
 
-    def __init__(self, message: str, *, retryable: bool) -> None:
+    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.status = status
+
+    @property
+    def gone(self) -> bool:
+        """The source says the record does not exist (any more): HTTP 404 or 410."""
+        return self.status in (404, 410)
 
 
 class RateLimited(SourceError):
     """HTTP 429: wait ``retry_after`` seconds (the source said so)."""
 
     def __init__(self, retry_after: float) -> None:
-        super().__init__(f"the source is rate-limiting us for {retry_after:.0f}s", retryable=True)
+        super().__init__(
+            f"the source is rate-limiting us for {retry_after:.0f}s", retryable=True, status=429
+        )
         self.retry_after = retry_after
 
 
@@ -65,13 +74,14 @@ class SourceClient:
             ) from None
         if response.status_code == 429:
             raise RateLimited(_retry_after(response))
-        if response.status_code >= 500:
-            raise SourceError(f"GET {request.path}: HTTP {response.status_code}", retryable=True)
-        if response.status_code >= 400:
+        status = response.status_code
+        if status >= 500:
+            raise SourceError(f"GET {request.path}: HTTP {status}", retryable=True, status=status)
+        if status >= 400:
             raise SourceError(
-                f"GET {request.path}: HTTP {response.status_code} {response.text[:200]}"
-                + _hint(response.status_code),
+                f"GET {request.path}: HTTP {status} {response.text[:200]}" + _hint(status),
                 retryable=False,
+                status=status,
             )
         try:
             return pydantic_core.from_json(response.content)  # faster than json.loads

@@ -9,7 +9,8 @@ cross parent boundaries: the listings of the next parents are fetched side by si
 of bodies may span parents, so the threads do not idle at the end of each parent. Once a round
 is joined, every parent whose bodies are all in hand is written, in order. Children the ledger
 holds are not fetched again; a stopped task refetches, on resume, at most what it held (its last
-round, and the parent the round before left half-fetched).
+round, and the parent the round before left half-fetched). A child whose body the source says is
+gone (HTTP 404 or 410: deleted since it was listed) is recorded as a row error, not written.
 """
 
 from __future__ import annotations
@@ -62,18 +63,27 @@ class _Parent:
     headers: list[dict[str, Any]]
     malformed: windows.Malformed
     bodies: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    gone: set[int] = dataclasses.field(default_factory=set)
+    """Positions whose body the source no longer has (recorded in ``malformed``)."""
 
     @property
     def complete(self) -> bool:
-        return len(self.bodies) == len(self.headers)
+        return len(self.bodies) + len(self.gone) == len(self.headers)
 
     def missing(self) -> Iterator[_Body]:
         for position, header in enumerate(self.headers):
-            if position not in self.bodies:
+            if position not in self.bodies and position not in self.gone:
                 yield _Body(self, position, header)
 
     def records(self) -> list[dict[str, Any]]:
-        return [self.bodies[position] for position in range(len(self.headers))]
+        return [self.bodies[p] for p in range(len(self.headers)) if p not in self.gone]
+
+    def lost(self, position: int, error: SourceError) -> None:
+        """The body at ``position`` is gone from the source: a row error, not a row."""
+        self.gone.add(position)
+        source_id = self.headers[position].get("id")
+        reason = f"gone from the source before its body was fetched: {error}"
+        self.malformed.append((None if source_id is None else str(source_id), reason))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,14 +190,18 @@ def _list(scope: Scope, pool: Pool, parents: list[int]) -> list[list[dict[str, A
 def fetch_bodies(scope: Scope, pool: Pool, round_: list[_Body]) -> None:
     """Fetch a round of bodies; each lands in its parent."""
     requests = [scope.provider.body(scope.kind.name, item.header) for item in round_]
-    for item, payload in zip(round_, calls(scope, pool, requests), strict=True):
-        item.parent.bodies[item.position] = scope.provider.merge_body(item.header, payload)
+    for item, payload in zip(round_, calls(scope, pool, requests, gone_ok=True), strict=True):
+        if isinstance(payload, SourceError):
+            item.parent.lost(item.position, payload)
+        else:
+            item.parent.bodies[item.position] = scope.provider.merge_body(item.header, payload)
 
 
-def calls(scope: Scope, pool: Pool, requests: list[Request]) -> list[Any]:
+def calls(scope: Scope, pool: Pool, requests: list[Request], *, gone_ok: bool = False) -> list[Any]:
     """The requests' answers, in order: each round's tokens reserved on the job thread, the
     calls run on the fetch threads and joined; what failed retryably goes round again (a 429
-    pauses the credential's budget for every worker first)."""
+    pauses the credential's budget for every worker first). With ``gone_ok``, a record the
+    source says is gone is answered by its ``SourceError``; any other refusal raises."""
     answers: dict[int, Any] = {}
     pending = list(range(len(requests)))
     failures = 0
@@ -200,9 +214,12 @@ def calls(scope: Scope, pool: Pool, requests: list[Request]) -> list[Any]:
                 scope.budget.pause(scope.conn, result.retry_after)
                 retry.append(i)
             elif isinstance(result, SourceError):
-                if not result.retryable:
+                if result.retryable:
+                    retry.append(i)
+                elif gone_ok and result.gone:
+                    answers[i] = result
+                else:
                     raise result
-                retry.append(i)
             else:
                 answers[i] = result
         if retry:
