@@ -37,6 +37,11 @@ def test_db_migrate_and_status_on_a_new_database(pg_admin_url: str, db_url: str)
     databases.drop(pg_admin_url, "cli_new")
     url = databases.create(pg_admin_url, "cli_new")
     assert "pending" in ferryman(url, "db", "status").stdout
+    for command in (["status"], ["errors", "default/run"], ["jobs"], ["reap"]):
+        refused = ferryman(url, *command)
+        assert refused.returncode == 2, command
+        assert "schema is not up to date" in refused.stderr, command
+        assert "run `ferryman db migrate`" in refused.stderr and "Traceback" not in refused.stderr
     first = ferryman(url, "db", "migrate")
     assert first.returncode == 0 and "applied 0001_capsule" in first.stdout
     assert "0 migration(s) applied" in ferryman(url, "db", "migrate").stdout

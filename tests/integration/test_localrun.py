@@ -66,6 +66,30 @@ def test_a_run_file_runs_to_the_end_with_a_summary(tmp_path: pathlib.Path, db_ur
     status = _ferryman("status", "default/acme-crm", env=_env(db_url, None))
     shown, _ = status.communicate(timeout=30)
     assert status.returncode == 0 and "Succeeded" in shown and "messages" in shown
+    malformed = {k: truth[k]["malformed"] for k in ("organizations", "people", "deals", "messages")}
+    total = sum(len(m) for m in malformed.values())
+    assert f"{total:,} source row(s) not written: `ferryman errors default/acme-crm`" in out
+
+    listing = _ferryman("errors", "default/acme-crm", "--limit", "1000", env=_env(db_url, None))
+    listed, _ = listing.communicate(timeout=30)
+    assert listing.returncode == 0 and listed.split()[:4] == ["KIND", "SOURCE_ID", "AT", "REASON"]
+    rows = [line.split(None, 3) for line in listed.splitlines()[1:]]
+    assert {(kind, source_id) for kind, source_id, _, _ in rows} == {
+        (kind, source_id) for kind, ids in malformed.items() for source_id in ids
+    }
+    assert all(reason.strip() for *_, reason in rows)
+
+    few = _ferryman(
+        "errors", "default/acme-crm", "--kind", "people", "--limit", "1", env=_env(db_url, None)
+    )
+    shown, _ = few.communicate(timeout=30)
+    assert len(malformed["people"]) > 1, "the dataset needs malformed people"
+    assert shown.splitlines()[1].startswith("people ")
+    assert f"1 of {len(malformed['people'])} shown" in shown
+
+    unknown = _ferryman("errors", "default/nope", env=_env(db_url, None))
+    _, err = unknown.communicate(timeout=30)
+    assert unknown.returncode != 0 and "no run named 'default/nope'" in err
 
 
 def test_ctrl_c_suspends_and_the_same_command_resumes(tmp_path: pathlib.Path, db_url: str) -> None:

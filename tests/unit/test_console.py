@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from typing import Any
 
@@ -42,8 +43,8 @@ def test_a_later_phase_waits_and_a_finished_kind_is_done() -> None:
     assert finished.rstrip().endswith("done") and "300 rows/s" in finished
 
 
-def test_the_summary_reports_active_seconds_and_rate() -> None:
-    run = RunProgress(
+def _run() -> RunProgress:
+    return RunProgress(
         id=1,
         name="default/run",
         workspace="acme",
@@ -63,6 +64,10 @@ def test_the_summary_reports_active_seconds_and_rate() -> None:
         finished_at=NOW,
         error=None,
     )
+
+
+def test_the_summary_reports_active_seconds_and_rate() -> None:
+    run = _run()
     lines = console.summary(run, [_kind("organizations", 0, 3, 3, 900, 3.0)], NOW)
     assert lines[1].split() == [
         "KIND",
@@ -74,3 +79,10 @@ def test_the_summary_reports_active_seconds_and_rate() -> None:
         "ROWS/S",
     ]
     assert lines[2].split() == ["organizations", "900", "0", "0", "3", "3.0", "300"]
+
+
+def test_the_summary_points_at_the_row_errors_when_rows_were_not_written() -> None:
+    run = dataclasses.replace(_run(), rows_failed=1234)
+    lines = console.summary(run, [_kind("organizations", 0, 3, 3, 900, 3.0)], NOW)
+    assert "1,234 source row(s) not written: `ferryman errors default/run`" in lines[-1]
+    assert not any("ferryman errors" in line for line in console.summary(_run(), [], NOW))

@@ -7,11 +7,14 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferryman_worker import __version__
 from ferryman_worker.errors import FerrymanError
 from ferryman_worker.settings import Settings, load
+
+if TYPE_CHECKING:  # psycopg is imported by the commands that use it, not by --help
+    from ferryman_worker.db.connect import Connection
 
 log = logging.getLogger("ferryman")
 
@@ -27,6 +30,20 @@ def database_url(settings: Settings) -> str:
     server = embedded.start(settings.embedded_dir)
     log.info("FERRYMAN_DATABASE_URL is unset: using the embedded PostgreSQL in %s", server.data_dir)
     return embedded.ensure_database(server, "ferryman")
+
+
+def current_database(settings: Settings) -> Connection:
+    """A connection to the database, whose schema must be up to date: MigrationError (naming
+    `ferryman db migrate`) rather than a missing table's traceback."""
+    from ferryman_worker.db import connect, migrate
+
+    conn = connect.connect(database_url(settings))
+    try:
+        migrate.check_current(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 # -- sub-commands --------------------------------------------------------------------------------
@@ -62,11 +79,10 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     import datetime
 
     from ferryman_worker import console, contract
-    from ferryman_worker.db import connect
     from ferryman_worker.engine import runs
 
     now = datetime.datetime.now(datetime.UTC)
-    with connect.connect(database_url(settings)) as conn:
+    with current_database(settings) as conn:
         found = contract.progress(conn, args.run)
         if args.run is not None and not found:
             raise FerrymanError(f"status: no run named {args.run!r} (use namespace/name)")
@@ -74,6 +90,21 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             print("\n".join(console.summary(run, runs.kind_progress(conn, run.id), now)))
         if not found:
             print("no runs")
+    return 0
+
+
+def cmd_errors(args: argparse.Namespace, settings: Settings) -> int:
+    from ferryman_worker.engine import runs
+
+    with current_database(settings) as conn:
+        run = runs.by_name(conn, args.run)
+        if run is None:
+            raise FerrymanError(f"errors: no run named {args.run!r} (use namespace/name)")
+        rows = runs.row_errors(conn, run["id"], args.kind, args.limit)
+    _table(rows, ["kind", "source_id", "at", "reason"], whole="reason")
+    total = int(rows[0]["total"]) if rows else 0
+    if total > len(rows):
+        print(f"{len(rows)} of {total} shown: --limit {total} shows them all")
     return 0
 
 
@@ -98,11 +129,10 @@ def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
-    from ferryman_worker.db import connect
     from ferryman_worker.queue import admin
 
     ids = None if args.all else args.ids
-    with connect.connect(database_url(settings)) as conn:
+    with current_database(settings) as conn:
         action = args.jobs_command or "counts"
         if action in ("retry", "discard") and not args.all and not args.ids:
             raise FerrymanError(f"jobs {action}: give job ids, or --all")
@@ -130,9 +160,8 @@ def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_reap(args: argparse.Namespace, settings: Settings) -> int:
     from ferryman_worker import reaper
-    from ferryman_worker.db import connect
 
-    with connect.connect(database_url(settings)) as conn:
+    with current_database(settings) as conn:
         for line in reaper.reap(conn, settings):
             print(line)
     return 0
@@ -166,6 +195,15 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="progress of every run, or of one")
     status.add_argument("run", nargs="?", help="namespace/name of the run (default: all)")
     status.set_defaults(handler=cmd_status)
+    errors = commands.add_parser(
+        "errors", help="a run's row errors: the source rows it did not write, and why"
+    )
+    errors.add_argument("run", help="namespace/name of the run")
+    errors.add_argument("--kind", help="only this kind (e.g. people)")
+    errors.add_argument(
+        "--limit", type=_positive, default=100, help="at most this many, oldest first (default 100)"
+    )
+    errors.set_defaults(handler=cmd_errors)
     reap = commands.add_parser("reap", help="run the repair sweeps once and print what they did")
     reap.set_defaults(handler=cmd_reap)
     demo = commands.add_parser(
@@ -230,8 +268,15 @@ def _add_jobs(commands: Any) -> None:
     jobs.set_defaults(handler=cmd_jobs, ids=[], all=False, limit=50)
 
 
-def _table(rows: Sequence[dict[str, Any]], columns: list[str]) -> None:
-    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
+def _table(rows: Sequence[dict[str, Any]], columns: list[str], whole: str | None = None) -> None:
+    """Rows as aligned columns; cells are cut at 80 characters, except column ``whole``."""
+    cells = [[_cell(row.get(c), c == whole) for c in columns] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)))
     for r in cells:
@@ -240,12 +285,13 @@ def _table(rows: Sequence[dict[str, Any]], columns: list[str]) -> None:
         print("(none)")
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, whole: bool = False) -> str:
     if value is None:
         return "-"
     if hasattr(value, "isoformat"):
         return str(value.isoformat(timespec="seconds"))
-    return str(value).replace("\n", " ")[:80]
+    text = str(value).replace("\n", " ")
+    return text if whole else text[:80]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -81,6 +81,11 @@ def summary(run: RunProgress, kinds: Sequence[dict[str, Any]], now: datetime.dat
             f"{int(row['failed'] or 0):>9,} {int(row['tasks']):>6} {elapsed:>8.1f} "
             f"{(written / elapsed if elapsed else 0):>8,.0f}"
         )
+    if run.rows_failed:
+        lines.append(
+            f"{run.rows_failed:,} source row(s) not written: `ferryman errors {run.name}` lists"
+            " them with their reasons"
+        )
     if run.error:
         lines.append(f"error: {run.error}")
     return lines

@@ -117,6 +117,15 @@ def progress(conn: Connection, run_id: int | None = None) -> list[dict[str, Any]
     return conn.execute(_q("run_progress"), {"run_id": run_id}).fetchall()
 
 
+def row_errors(
+    conn: Connection, run_id: int, kind: str | None = None, limit: int = 100
+) -> list[dict[str, Any]]:
+    """The run's row errors (kind, source_id, reason, at), oldest first, at most ``limit``;
+    each row also carries ``total``, how many there are in all."""
+    params = {"run_id": run_id, "kind": kind, "limit": limit}
+    return conn.execute(_q("row_errors"), params).fetchall()
+
+
 def kind_progress(conn: Connection, run_id: int) -> list[dict[str, Any]]:
     return conn.execute(_q("kind_progress"), {"run_id": run_id}).fetchall()
 

@@ -22,6 +22,14 @@ SELECT * FROM ferryman_runs WHERE name = %(name)s;
 -- name: run_by_id
 SELECT * FROM ferryman_runs WHERE id = %(run_id)s;
 
+-- name: row_errors
+-- A run's row errors (all kinds, or one), in the order they were recorded, and how many match.
+SELECT kind, source_id, reason, at, count(*) OVER () AS total
+  FROM ferryman_row_errors
+ WHERE run_id = %(run_id)s AND (%(kind)s::text IS NULL OR kind = %(kind)s)
+ ORDER BY id
+ LIMIT %(limit)s;
+
 -- name: lock_run
 -- Serialises the finishing tasks of one run: the barrier's check then sees every other
 -- finisher's commit.
