@@ -264,3 +264,28 @@ def test_a_refused_credential_fails_the_run_at_once_instead_of_retrying(db_url: 
     failed = [j for j in jobs if j["status"] == "failed"]
     assert failed and all(j["attempts"] == 1 for j in failed), jobs
     assert all("retrying cannot help" in j["last_error"] for j in failed)
+
+
+@pytest.mark.slow
+def test_a_call_that_keeps_failing_ends_the_attempt_after_six_tries(db_url: str) -> None:
+    with (
+        DemoCRM.start(seed=17, organizations=10, people=0, deals=0, error_rate=1.0) as crm,
+        credential(crm.api_key),
+        engine_worker(db_url),
+    ):
+        run_id = start_run(db_url, request(crm.url, kinds=["organizations"], stripes=1))
+        wait_for(lambda: _task_job_errors(db_url), 60, "the first attempt to end")
+        calls = crm.stats()["requests"]["GET /v1/organizations"]
+        assert state(db_url, run_id)["state"] == "running"  # the queue retries the job later
+    (error,) = _task_job_errors(db_url)
+    assert "GET /v1/organizations: HTTP 5" in error and "(tried 6 times)" in error
+    assert sum(calls.values()) == 6 and set(calls) <= {"500", "502", "503"}
+
+
+def _task_job_errors(db_url: str) -> list[str]:
+    with connect.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT last_error FROM ferryman_jobs"
+            " WHERE name = 'ferryman.task' AND last_error IS NOT NULL"
+        ).fetchall()
+    return [row["last_error"] for row in rows]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from psycopg.rows import tuple_row
@@ -21,6 +21,9 @@ from ferryman_worker.engine.source import RateLimited, Retry, SourceClient, Sour
 from ferryman_worker.providers import Kind, Provider, Request
 from ferryman_worker.providers import load as load_provider
 from ferryman_worker.queue import JobContext
+
+Mapper = Callable[[Callable[[Request], Any], Iterable[Request]], Iterator[Any]]
+"""How a round's calls are made: ``map`` (in turn) or a thread pool's ``map``."""
 
 
 def _q(name: str) -> str:
@@ -93,23 +96,56 @@ class Scope:
     # -- the source ---------------------------------------------------------------------------
 
     def fetch(self, request: Request) -> Any:
-        """One call on the job thread: tokens first, then the call; 429 pauses the budget for
-        every worker; 5xx and timeouts are retried with backoff."""
-        for attempt in range(self.retry.attempts):
-            self.budget.reserve(self.conn, request.cost)
-            try:
-                return self.client.get(request)
-            except RateLimited as exc:
-                self.budget.pause(self.conn, exc.retry_after)
-            except SourceError as exc:
-                if not exc.retryable or attempt + 1 == self.retry.attempts:
-                    raise
+        """One call, on the job thread (see ``call_all``)."""
+        return self.call_all([request])[0]
+
+    def call_all(
+        self, requests: Sequence[Request], map_: Mapper = map, *, gone_ok: bool = False
+    ) -> list[Any]:
+        """The requests' answers, in order, in rounds: each round's tokens are reserved on the
+        job thread first, then ``map_`` makes its calls (in turn, or ``pool.map`` on fetch
+        threads, which hold no database connection). What failed retryably goes round again:
+        a 429 pauses the credential's budget for every worker, a 5xx or a timeout backs off
+        first. A call that failed ``retry.attempts`` times, or a refusal (4xx), raises; with
+        ``gone_ok`` a record the source says is gone (404, 410) is answered by its
+        ``SourceError``."""
+        answers: dict[int, Any] = {}
+        tries = [0] * len(requests)
+        pending = list(range(len(requests)))
+        while pending:
+            self.budget.reserve(self.conn, sum(requests[i].cost for i in pending))
+            results = map_(self._call, [requests[i] for i in pending])
+            failed: dict[int, SourceError] = {}
+            for i, result in zip(pending, results, strict=True):
+                if isinstance(result, SourceError) and not (gone_ok and result.gone):
+                    tries[i] += 1
+                    self._give_up_or_pause(result, tries[i])
+                    failed[i] = result
+                else:
+                    answers[i] = result
+            if failed:
                 self.gate(self.conn)  # suspended or cancelled meanwhile: stop retrying
-                self.retry.sleep(attempt)
-        raise SourceError(
-            f"GET {request.path}: still rate-limited after {self.retry.attempts} tries",
-            retryable=True,
-        )
+                if any(not isinstance(error, RateLimited) for error in failed.values()):
+                    self.retry.sleep(max(tries[i] for i in failed) - 1)
+            pending = list(failed)
+        return [answers[i] for i in range(len(requests))]
+
+    def _give_up_or_pause(self, error: SourceError, tries: int) -> None:
+        """Raise if trying again cannot help, or the call failed ``retry.attempts`` times; a
+        429 pauses the credential's budget for every worker."""
+        if not error.retryable:
+            raise error
+        if tries >= self.retry.attempts:
+            raise SourceError(f"{error} (tried {tries} times)", retryable=True, status=error.status)
+        if isinstance(error, RateLimited):
+            self.budget.pause(self.conn, error.retry_after)
+
+    def _call(self, request: Request) -> Any:
+        """One call's answer, or the SourceError it failed with (``map_`` must not raise)."""
+        try:
+            return self.client.get(request)
+        except SourceError as exc:
+            return exc
 
     # -- writing ------------------------------------------------------------------------------
 

@@ -112,7 +112,8 @@ def _retry_after(response: httpx.Response) -> float:
 
 @dataclasses.dataclass
 class Retry:
-    """Backoff for retryable source errors inside one task attempt."""
+    """Retries of a failing source call inside one task attempt: ``attempts`` tries per call,
+    with ``sleep(n)`` (exponential, jittered, capped) before the next round."""
 
     attempts: int = 6
     base: float = 0.2

@@ -25,8 +25,7 @@ from typing import Any
 from ferryman_worker.db import queries
 from ferryman_worker.engine import windows
 from ferryman_worker.engine.scope import Scope
-from ferryman_worker.engine.source import RateLimited, SourceClient, SourceError
-from ferryman_worker.providers import Request
+from ferryman_worker.engine.source import SourceError
 
 ROUND_PER_THREAD = 8
 """Bodies per fetch thread in one round: the round's tokens are reserved on the job thread
@@ -178,7 +177,7 @@ def _list(scope: Scope, pool: Pool, parents: list[int]) -> list[list[dict[str, A
             scope.provider.children(scope.kind.name, p, len(children[p]), size) for p in pending
         ]
         more = []
-        for parent, payload in zip(pending, calls(scope, pool, requests), strict=True):
+        for parent, payload in zip(pending, scope.call_all(requests, pool.map), strict=True):
             page = scope.provider.parse_page(payload)
             children[parent].extend(page.records)
             if page.more and page.records:
@@ -190,53 +189,8 @@ def _list(scope: Scope, pool: Pool, parents: list[int]) -> list[list[dict[str, A
 def fetch_bodies(scope: Scope, pool: Pool, round_: list[_Body]) -> None:
     """Fetch a round of bodies; each lands in its parent."""
     requests = [scope.provider.body(scope.kind.name, item.header) for item in round_]
-    for item, payload in zip(round_, calls(scope, pool, requests, gone_ok=True), strict=True):
+    for item, payload in zip(round_, scope.call_all(requests, pool.map, gone_ok=True), strict=True):
         if isinstance(payload, SourceError):
             item.parent.lost(item.position, payload)
         else:
             item.parent.bodies[item.position] = scope.provider.merge_body(item.header, payload)
-
-
-def calls(scope: Scope, pool: Pool, requests: list[Request], *, gone_ok: bool = False) -> list[Any]:
-    """The requests' answers, in order: each round's tokens reserved on the job thread, the
-    calls run on the fetch threads and joined; what failed retryably goes round again (a 429
-    pauses the credential's budget for every worker first). With ``gone_ok``, a record the
-    source says is gone is answered by its ``SourceError``; any other refusal raises."""
-    answers: dict[int, Any] = {}
-    pending = list(range(len(requests)))
-    failures = 0
-    while pending:
-        scope.budget.reserve(scope.conn, sum(requests[i].cost for i in pending))
-        retry = []
-        results = pool.map(_call(scope.client), [requests[i] for i in pending])
-        for i, result in zip(pending, results, strict=True):
-            if isinstance(result, RateLimited):
-                scope.budget.pause(scope.conn, result.retry_after)
-                retry.append(i)
-            elif isinstance(result, SourceError):
-                if result.retryable:
-                    retry.append(i)
-                elif gone_ok and result.gone:
-                    answers[i] = result
-                else:
-                    raise result
-            else:
-                answers[i] = result
-        if retry:
-            failures += 1
-            if failures > scope.retry.attempts * 4:
-                raise SourceError(f"{len(retry)} source calls kept failing", retryable=True)
-            scope.gate(scope.conn)  # suspended or cancelled meanwhile: stop retrying
-            scope.retry.sleep(min(failures, 5))
-        pending = retry
-    return [answers[i] for i in range(len(requests))]
-
-
-def _call(client: SourceClient) -> Any:
-    def call(request: Request) -> Any:
-        try:
-            return client.get(request)
-        except SourceError as exc:
-            return exc
-
-    return call
