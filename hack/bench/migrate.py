@@ -14,7 +14,10 @@ Prints a table, then as its LAST line one JSON object with:
 - per_row_cost_ratio_1m_vs_100k: seconds per row importing 1,000,000 organizations over the same
   for 100,000 (medians of --rounds runs of each, the sizes alternating).
 
-    .venv/bin/python -P hack/bench/migrate.py [--quick] [--rounds N]
+    .venv/bin/python -P hack/bench/migrate.py [--quick] [--rounds N] [--cpus 0]
+
+``--cpus`` pins the benchmark, the demo API and the embedded PostgreSQL it starts to those CPUs
+(Linux), to compare the engine and the baseline on fewer cores.
 """
 
 from __future__ import annotations
@@ -168,19 +171,27 @@ def sizes(dbs: databases.Scratchpad, counts: list[int], rounds: int) -> list[lis
 
 
 def cpu_seconds(demo_pid: int) -> dict[str, float]:
-    """CPU seconds so far of this process (the worker), the demo API and the whole machine
-    (Linux /proc; zeros elsewhere). PostgreSQL's share is the machine's minus the other two."""
+    """CPU seconds so far of this process (the worker), the demo API and the CPUs this process
+    may run on (Linux /proc; zeros elsewhere). PostgreSQL's share is the CPUs' minus the other
+    two."""
+    cpus = {f"cpu{cpu}" for cpu in os.sched_getaffinity(0)}
     try:
         ticks = os.sysconf("SC_CLK_TCK")
         demo = pathlib.Path(f"/proc/{demo_pid}/stat").read_text().rsplit(")", 1)[1].split()
-        machine = pathlib.Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        lines = pathlib.Path("/proc/stat").read_text().splitlines()
     except (OSError, ValueError):
         return {"worker": 0.0, "demo": 0.0, "machine": 0.0}
-    busy = sum(int(value) for index, value in enumerate(machine) if index not in (3, 4))
+    busy = sum(
+        int(value)
+        for line in lines
+        if line.split(" ", 1)[0] in cpus
+        for index, value in enumerate(line.split()[1:])
+        if index not in (3, 4)  # all but idle and iowait
+    )
     return {
         "worker": sum(os.times()[:2]),
         "demo": (int(demo[11]) + int(demo[12])) / ticks,  # utime, stime
-        "machine": busy / ticks,  # all but idle and iowait
+        "machine": busy / ticks,
     }
 
 
@@ -205,7 +216,14 @@ def main() -> None:
         default=3,
         help="alternating engine/baseline rounds of the 400,000-row comparison (default 3)",
     )
+    parser.add_argument(
+        "--cpus",
+        type=lambda text: {int(cpu) for cpu in text.split(",")},
+        help="run everything on these CPUs only, e.g. 0 or 0,1 (Linux; children inherit it)",
+    )
     args = parser.parse_args()
+    if args.cpus:
+        os.sched_setaffinity(0, args.cpus)
     scale = 10 if args.quick else 1
     with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
         dbs = databases.Scratchpad(admin_url, "ferryman_migbench")
@@ -259,7 +277,7 @@ def report(r: dict[str, Any]) -> None:
         (
             "  CPU s of the median import: worker / demo API / PostgreSQL and the rest",
             f"{r['cpu_worker_s']:.1f} / {r['cpu_demo_s']:.1f} / {r['cpu_postgres_s']:.1f}"
-            f" in {r['cpu_import_s']:.1f} s on {os.cpu_count()} cores",
+            f" in {r['cpu_import_s']:.1f} s on {len(os.sched_getaffinity(0))} core(s)",
         ),
         (
             f"import 100,000 / 1,000,000 organizations, medians of {rounds}, alternating",
