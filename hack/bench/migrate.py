@@ -14,10 +14,12 @@ Prints a table, then as its LAST line one JSON object with:
 - per_row_cost_ratio_1m_vs_100k: seconds per row importing 1,000,000 organizations over the same
   for 100,000 (medians of --rounds runs of each, the sizes alternating).
 
-    .venv/bin/python -P hack/bench/migrate.py [--quick] [--rounds N] [--cpus 0]
+    .venv/bin/python -P hack/bench/migrate.py [--quick] [--rounds N] [--cpus 0] [--processes 2]
 
 ``--cpus`` pins the benchmark, the demo API and the embedded PostgreSQL it starts to those CPUs
-(Linux), to compare the engine and the baseline on fewer cores.
+(Linux), to compare the engine and the baseline on fewer cores. ``--processes`` runs the
+organization imports on that many ``ferryman worker`` processes sharing the 4 lane threads
+(their CPU counts as the worker's), instead of one worker in this process.
 """
 
 from __future__ import annotations
@@ -76,33 +78,68 @@ def democrm(**options: Any) -> Iterator[tuple[str, int]]:
 
 
 def run_import(
-    db_url: str, crm_url: str, kinds: list[str], lanes: str = "migrations:4", **options: Any
+    db_url: str,
+    crm_url: str,
+    kinds: list[str],
+    lanes: str = "migrations:4",
+    processes: int = 1,
+    **options: Any,
 ) -> dict[str, Any]:
-    """Run one migration to its end on an in-process worker; returns timings per kind. The run's
-    time is the database's: from its admission to its last task's commit."""
+    """Run one migration to its end on the engine's workers; returns timings per kind. The
+    run's time is the database's: from its admission to its last task's commit."""
     os.environ[credential_env_var(SECRET["name"], SECRET["key"])] = API_KEY
-    runtime = EngineRuntime()
-    worker = Worker(Settings(lanes=lanes, poll_interval=1.0), db_url, resources={RESOURCE: runtime})
     base = contract.engine_options(RunOptions(), max_in_flight=8)  # the defaults, lane of 4
     request = runs.RunRequest(
         "bench/run", "bench", "democrm", crm_url, SECRET, kinds, {**base, **options}
     )
-    worker.start()
-    try:
-        with connect.connect(db_url) as conn:
-            runs.start(conn, runs.admit(conn, request))
-            while (progress := runs.progress(conn)[0])["state"] == "running":
-                time.sleep(0.25)  # rarely: this process is also the worker's
-            assert progress["state"] == "succeeded", progress["error"]
-            elapsed = (progress["finished_at"] - progress["started_at"]).total_seconds()
-            kinds_rows = runs.kind_progress(conn, progress["id"])
-    finally:
-        worker.stop(grace=10)
-        runtime.close()
+    with workers(db_url, lanes, processes), connect.connect(db_url) as conn:
+        runs.start(conn, runs.admit(conn, request))
+        while (progress := runs.progress(conn)[0])["state"] == "running":
+            time.sleep(0.25)  # rarely: this process may be the worker's
+        assert progress["state"] == "succeeded", progress["error"]
+        elapsed = (progress["finished_at"] - progress["started_at"]).total_seconds()
+        kinds_rows = runs.kind_progress(conn, progress["id"])
     per_kind = {
         row["kind"]: (row["last_finish"] - row["first_claim"]).total_seconds() for row in kinds_rows
     }
     return {"seconds": elapsed, "rows": int(progress["rows_written"]), "per_kind": per_kind}
+
+
+@contextlib.contextmanager
+def workers(db_url: str, lanes: str, processes: int) -> Iterator[None]:
+    """The engine's workers: one in this process, or ``processes`` ``ferryman worker``
+    subprocesses sharing the lane's threads, all registered before the run is admitted."""
+    if processes == 1:
+        runtime = EngineRuntime()
+        settings = Settings(lanes=lanes, poll_interval=1.0)
+        worker = Worker(settings, db_url, resources={RESOURCE: runtime})
+        worker.start()
+        try:
+            yield
+        finally:
+            worker.stop(grace=10)
+            runtime.close()
+        return
+    lane, width = lanes.split(":")
+    argv = [sys.executable, "-m", "ferryman_worker.cli", "--log-level", "WARNING", "worker"]
+    argv += ["--lanes", f"{lane}:{max(1, int(width) // processes)}", "--poll-interval", "1"]
+    env = {**os.environ, "FERRYMAN_DATABASE_URL": db_url}
+    procs = [subprocess.Popen(argv, env=env) for _ in range(processes)]
+    try:
+        with connect.connect(db_url) as conn:
+            while _registered(conn) < processes:
+                time.sleep(0.05)
+        yield
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(30)  # waited: its CPU time counts in os.times()'s children
+
+
+def _registered(conn: connect.Connection) -> int:
+    row = conn.execute("SELECT count(*) AS n FROM ferryman_workers").fetchone()
+    return int(row["n"]) if row else 0
 
 
 def fetch_rows(crm_url: str, count: int) -> list[tuple[Any, ...]]:
@@ -132,7 +169,12 @@ def baseline(db_url: str, rows: list[tuple[Any, ...]]) -> float:
 
 
 def organizations(
-    dbs: databases.Scratchpad, count: int, rounds: int = 1, *, compare: bool = False
+    dbs: databases.Scratchpad,
+    count: int,
+    rounds: int = 1,
+    *,
+    compare: bool = False,
+    processes: int = 1,
 ) -> dict[str, Any]:
     """Rows/s of the engine importing ``count`` organizations, per round; with ``compare``,
     each round also runs the baseline right after (alternating, so a change of the machine's
@@ -145,7 +187,7 @@ def organizations(
         for _ in range(rounds):
             with dbs.fresh() as db:
                 before = cpu_seconds(pid)
-                result = run_import(db, url, ["organizations"])
+                result = run_import(db, url, ["organizations"], processes=processes)
                 cpus.append({k: v - before[k] for k, v in cpu_seconds(pid).items()})
             assert result["rows"] == count, result
             engine.append(result["rows"] / result["seconds"])
@@ -155,7 +197,9 @@ def organizations(
     return {"engine": engine, "baseline": plain, "cpu": cpus}
 
 
-def sizes(dbs: databases.Scratchpad, counts: list[int], rounds: int) -> list[list[float]]:
+def sizes(
+    dbs: databases.Scratchpad, counts: list[int], rounds: int, processes: int = 1
+) -> list[list[float]]:
     """Rows/s of the engine for each of ``counts`` organizations, ``rounds`` times, the sizes
     alternating (one demo API per size, side by side)."""
     rates: list[list[float]] = [[] for _ in counts]
@@ -164,7 +208,7 @@ def sizes(dbs: databases.Scratchpad, counts: list[int], rounds: int) -> list[lis
         for _ in range(rounds):
             for index, (count, url) in enumerate(zip(counts, urls, strict=True)):
                 with dbs.fresh() as db:
-                    result = run_import(db, url, ["organizations"])
+                    result = run_import(db, url, ["organizations"], processes=processes)
                 assert result["rows"] == count, result
                 rates[index].append(result["rows"] / result["seconds"])
     return rates
@@ -189,7 +233,7 @@ def cpu_seconds(demo_pid: int) -> dict[str, float]:
         if index not in (3, 4)  # all but idle and iowait
     )
     return {
-        "worker": sum(os.times()[:2]),
+        "worker": sum(os.times()[:4]),  # this process, and worker processes it has waited for
         "demo": (int(demo[11]) + int(demo[12])) / ticks,  # utime, stime
         "machine": busy / ticks,
     }
@@ -221,20 +265,30 @@ def main() -> None:
         type=lambda text: {int(cpu) for cpu in text.split(",")},
         help="run everything on these CPUs only, e.g. 0 or 0,1 (Linux; children inherit it)",
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        choices=(1, 2, 4),
+        default=1,
+        help="worker processes sharing the 4 lane threads in the organization imports "
+        "(default 1: this process)",
+    )
     args = parser.parse_args()
     if args.cpus:
         os.sched_setaffinity(0, args.cpus)
     scale = 10 if args.quick else 1
     with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
         dbs = databases.Scratchpad(admin_url, "ferryman_migbench")
-        results = measure(dbs, scale, max(1, args.rounds))
+        results = measure(dbs, scale, max(1, args.rounds), args.processes)
     report(results)
 
 
-def measure(dbs: databases.Scratchpad, scale: int, rounds: int) -> dict[str, Any]:
+def measure(
+    dbs: databases.Scratchpad, scale: int, rounds: int, processes: int = 1
+) -> dict[str, Any]:
     count = 400_000 // scale
-    compared = organizations(dbs, count, rounds, compare=True)
-    by_size = sizes(dbs, [100_000 // scale, 1_000_000 // scale], rounds)
+    compared = organizations(dbs, count, rounds, compare=True, processes=processes)
+    by_size = sizes(dbs, [100_000 // scale, 1_000_000 // scale], rounds, processes)
     small, large = (statistics.median(rates) for rates in by_size)
     one = email_phase(dbs, 1, 60 // max(scale // 5, 1))
     four = email_phase(dbs, 4, 60 // max(scale // 5, 1))
@@ -259,6 +313,9 @@ def measure(dbs: databases.Scratchpad, scale: int, rounds: int) -> dict[str, Any
         "cpu_demo_s": cpu["demo"],
         "cpu_postgres_s": cpu["machine"] - cpu["worker"] - cpu["demo"],
         "cpu_import_s": count / statistics.median_low(engine),
+        "processes": processes,
+        "count": count,
+        "sizes": (100_000 // scale, 1_000_000 // scale),
     }
 
 
@@ -266,7 +323,8 @@ def report(r: dict[str, Any]) -> None:
     rounds = len(r["rounds_engine"])
     rows = [
         (
-            f"import 400,000 organizations (4 lane threads), median of {rounds}",
+            f"import {r['count']:,} organizations (4 lane threads in {r['processes']}"
+            f" process(es)), median of {rounds}",
             f"{r['rows_per_s']:,.0f} rows/s ({_each(r['rounds_engine'])})",
         ),
         (
@@ -280,7 +338,8 @@ def report(r: dict[str, Any]) -> None:
             f" in {r['cpu_import_s']:.1f} s on {len(os.sched_getaffinity(0))} core(s)",
         ),
         (
-            f"import 100,000 / 1,000,000 organizations, medians of {rounds}, alternating",
+            f"import {r['sizes'][0]:,} / {r['sizes'][1]:,} organizations, medians of {rounds},"
+            " alternating",
             f"{r['rows_per_s_100k']:,.0f} / {r['rows_per_s_1m']:,.0f} rows/s"
             f" ({_each(r['rounds_100k'])}; {_each(r['rounds_1m'])})",
         ),
