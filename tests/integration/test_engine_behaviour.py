@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from typing import Any
@@ -20,6 +21,7 @@ from migration import (
 from tests.democrm.server_fixture import DemoCRM
 from workers import wait_for
 
+from ferryman_worker import cli
 from ferryman_worker.db import connect
 from ferryman_worker.engine import phases, runs
 from ferryman_worker.errors import ConfigurationError
@@ -289,3 +291,27 @@ def _task_job_errors(db_url: str) -> list[str]:
             " WHERE name = 'ferryman.task' AND last_error IS NOT NULL"
         ).fetchall()
     return [row["last_error"] for row in rows]
+
+
+def test_a_source_that_is_down_shows_as_tasks_retrying(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    with credential("any-key"), engine_worker(db_url):
+        run_id = start_run(db_url, request(url, kinds=["organizations"], stripes=1))
+        wait_for(lambda: _retrying(db_url, run_id), 30, "a failed attempt")
+        monkeypatch.setenv("FERRYMAN_DATABASE_URL", db_url)
+        assert cli.main(["status", "run-1"]) == 0
+    row = _retrying(db_url, run_id)
+    assert row is not None and row["tasks"] == 1 and row["max_attempts"] == 25
+    assert f"cannot connect to {url} (check spec.source.baseURL" in row["last_error"]
+    shown = capsys.readouterr().out
+    assert "Running" in shown and "retrying 1 task(s); the latest (organizations task" in shown
+    assert f"cannot connect to {url}" in shown and "attempt 1 of 25" in shown
+
+
+def _retrying(db_url: str, run_id: int) -> dict[str, Any] | None:
+    with connect.connect(db_url) as conn:
+        return runs.retrying(conn, run_id)

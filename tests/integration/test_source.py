@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -95,3 +96,17 @@ def test_failures_say_what_happened_and_whether_to_retry(
     assert caught.value.retryable is retryable
     assert words in str(caught.value) and path in str(caught.value)
     assert TOKEN not in str(caught.value)
+
+
+def test_a_source_that_is_not_listening_is_named_with_its_url() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    source = SourceClient(url, TOKEN, timeout=0.3)
+    try:
+        with pytest.raises(SourceError) as caught:
+            _get(source, "/json")
+    finally:
+        source.close()
+    assert caught.value.retryable and caught.value.status is None
+    assert f"cannot connect to {url}" in str(caught.value) and TOKEN not in str(caught.value)

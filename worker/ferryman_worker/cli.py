@@ -88,6 +88,10 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             raise FerrymanError(f"status: no run named {args.run!r} (use namespace/name)")
         for run in found:
             print("\n".join(console.summary(run, runs.kind_progress(conn, run.id), now)))
+            live = not run.state.finished and not run.suspended
+            retrying = runs.retrying(conn, run.id) if live else None
+            if retrying is not None:
+                print(console.retrying_line(retrying, now))
         if not found:
             print("no runs")
     return 0

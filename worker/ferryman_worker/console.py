@@ -66,6 +66,16 @@ def kind_lines(
     return lines
 
 
+def retrying_line(row: dict[str, Any], now: datetime.datetime) -> str:
+    """Tasks waiting to try again (``runs.retrying``): how many, and why the latest failed."""
+    wait = duration((row["run_at"] - now).total_seconds())
+    return (
+        f"  retrying {row['tasks']} task(s); the latest ({row['kind']} task {row['task_id']},"
+        f" attempt {row['attempts']} of {row['max_attempts']}, next try in {wait}) failed:"
+        f" {row['last_error']}"
+    )
+
+
 def summary(run: RunProgress, kinds: Sequence[dict[str, Any]], now: datetime.datetime) -> list[str]:
     """The table printed when a run ends."""
     header = (

@@ -9,6 +9,7 @@ running the same command again resumes it from its checkpoints.
 from __future__ import annotations
 
 import datetime
+import shutil
 import signal
 import sys
 import threading
@@ -101,12 +102,14 @@ def _watch(
             console.headline(run, now),
             *console.kind_lines(runs.kind_progress(conn, run.id), run.phase_index, now),
         ]
-        if tty:
+        retrying = _retrying(conn, run, now)
+        if tty:  # redrawn in place: a line must not wrap, or the cursor lands wrong
+            width = shutil.get_terminal_size().columns - 1
             out.write(f"\x1b[{drawn}F\x1b[J" if drawn else "")
-            out.write("\n".join(lines) + "\n")
-            drawn = len(lines)
+            out.write("\n".join(line[:width] for line in [*lines, *retrying]) + "\n")
+            drawn = len(lines) + len(retrying)
         elif (now - last_print).total_seconds() >= 5 and not run.state.finished:
-            out.write(lines[0] + "\n")
+            out.write("\n".join([lines[0], *retrying]) + "\n")
             last_print = now
         out.flush()
         if run.state.finished:
@@ -117,6 +120,16 @@ def _watch(
         if (now - last_reap).total_seconds() >= min(LOCAL_REAP_INTERVAL, settings.reap_interval):
             reaper.sweep_engine(conn, settings.stale_claim_after)
             last_reap = now
+
+
+def _retrying(
+    conn: connect.Connection, run: contract.RunProgress, now: datetime.datetime
+) -> list[str]:
+    """The line about tasks waiting to try again, while the run runs; none otherwise."""
+    if run.state.finished or run.suspended:
+        return []
+    row = runs.retrying(conn, run.id)
+    return [console.retrying_line(row, now)] if row is not None else []
 
 
 def _report(

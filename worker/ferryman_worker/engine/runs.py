@@ -117,6 +117,14 @@ def progress(conn: Connection, run_id: int | None = None) -> list[dict[str, Any]
     return conn.execute(_q("run_progress"), {"run_id": run_id}).fetchall()
 
 
+def retrying(conn: Connection, run_id: int) -> dict[str, Any] | None:
+    """The run's tasks waiting to try again after a failed attempt: ``tasks`` (how many) and
+    the latest failure (task_id, kind, last_error, attempts, max_attempts, run_at); None if
+    there are none."""
+    row: dict[str, Any] | None = conn.execute(_q("run_retrying"), {"run_id": run_id}).fetchone()
+    return row
+
+
 def row_errors(
     conn: Connection, run_id: int, kind: str | None = None, limit: int = 100
 ) -> list[dict[str, Any]]:

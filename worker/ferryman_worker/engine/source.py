@@ -68,6 +68,12 @@ class SourceClient:
             raise SourceError(
                 f"GET {request.path} timed out after {self.timeout:g}s", retryable=True
             ) from None
+        except httpx.ConnectError:
+            raise SourceError(
+                f"GET {request.path}: cannot connect to {self.base_url} (check"
+                " spec.source.baseURL, and that the source is up and reachable)",
+                retryable=True,
+            ) from None
         except httpx.TransportError as exc:
             raise SourceError(
                 f"GET {request.path} failed: {type(exc).__name__}", retryable=True

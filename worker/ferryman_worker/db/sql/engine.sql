@@ -173,6 +173,17 @@ SELECT r.id, r.name, r.workspace, r.state, r.suspended, r.phase, r.phases, r.kin
  WHERE (%(run_id)s::bigint IS NULL OR r.id = %(run_id)s)
  GROUP BY r.id ORDER BY r.id;
 
+-- name: run_retrying
+-- The run's tasks whose job failed an attempt and waits to try again (the task stays running,
+-- held by its job): how many, and the latest failure with its attempts and next try.
+SELECT count(*) OVER () AS tasks, t.id AS task_id, t.kind, j.last_error, j.attempts,
+       j.max_attempts, j.run_at
+  FROM ferryman_tasks t JOIN ferryman_jobs j ON j.id = t.job_id
+ WHERE t.run_id = %(run_id)s AND t.status = 'running'
+   AND j.status = 'ready' AND j.attempts > 0 AND j.last_error IS NOT NULL
+ ORDER BY j.run_at DESC
+ LIMIT 1;
+
 -- name: kind_progress
 -- Per kind: tasks, rows, and active_seconds, the time some task of the kind was working (the
 -- union of its tasks' spans from claim to end, or to the last checkpoint of a task stopped by a
