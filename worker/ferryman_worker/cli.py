@@ -282,9 +282,9 @@ def _table(rows: Sequence[dict[str, Any]], columns: list[str], whole: str | None
     """Rows as aligned columns; cells are cut at 80 characters, except column ``whole``."""
     cells = [[_cell(row.get(c), c == whole) for c in columns] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)))
+    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for r in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     if not rows:
         print("(none)")
 
