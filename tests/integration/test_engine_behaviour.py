@@ -315,3 +315,15 @@ def test_a_source_that_is_down_shows_as_tasks_retrying(
 def _retrying(db_url: str, run_id: int) -> dict[str, Any] | None:
     with connect.connect(db_url) as conn:
         return runs.retrying(conn, run_id)
+
+
+def test_a_credential_the_worker_lacks_fails_the_run_on_the_last_attempt(db_url: str) -> None:
+    with DemoCRM.start(seed=18, organizations=10, people=0, deals=0) as crm:
+        run_id = start_run(db_url, request(crm.url, kinds=["organizations"], stripes=1))
+        with connect.connect(db_url) as conn:  # as if 24 attempts had failed already
+            conn.execute("UPDATE ferryman_jobs SET attempts = 24 WHERE name = 'ferryman.task'")
+        with engine_worker(db_url):  # no credential(...): the Secret is not mounted here
+            final = wait_finished(db_url, run_id, timeout=30)
+    assert final["state"] == "failed"
+    assert "ConfigurationError: source credential Secret 'democrm-token'" in final["error"]
+    assert "FERRYMAN_CREDENTIAL_DEMOCRM_TOKEN_TOKEN" in final["error"]

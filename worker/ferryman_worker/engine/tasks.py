@@ -10,6 +10,7 @@ a refused credential, an invalid request) fails the task, its job and its run at
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
@@ -47,12 +48,8 @@ def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
         return
     run = ctx.conn.execute(_q("run_by_id"), {"run_id": run_id}).fetchone()
     assert run is not None
-    runtime = ctx.resources.get(RESOURCE) or EngineRuntime()
-    scope = Scope.build(ctx, run, task, runtime)
-    if not runtime.sync_windows:
-        ctx.conn.execute("SET synchronous_commit = off")
     try:
-        walks.walk(scope)
+        _walk(ctx, run, task, ctx.resources.get(RESOURCE) or EngineRuntime())
     except Stop as stop:
         if stop.status is not None:
             with ctx.completing() as conn:
@@ -67,8 +64,22 @@ def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
         if hopeless:
             raise Unretryable(f"{exc} (retrying cannot help)") from exc
         raise
+
+
+def _walk(
+    ctx: JobContext, run: dict[str, Any], task: dict[str, Any], runtime: EngineRuntime
+) -> None:
+    """The task's walk (a credential this worker lacks fails here, like the walk would), with
+    asynchronous commits unless the runtime says ``sync_windows``."""
+    scope = Scope.build(ctx, run, task, runtime)
+    if runtime.sync_windows:
+        walks.walk(scope)
+        return
+    ctx.conn.execute("SET synchronous_commit = off")
+    try:
+        walks.walk(scope)
     finally:
-        if not runtime.sync_windows and not ctx.conn.broken:
+        if not ctx.conn.broken:
             ctx.conn.execute("RESET synchronous_commit")
 
 
