@@ -20,6 +20,7 @@ ANSWERS: dict[str, tuple[int, dict[str, str], bytes]] = {
     "/limited": (429, {"Retry-After": "7"}, b"{}"),
     "/broken": (503, {}, b"{}"),
     "/missing": (404, {}, b'{"error": "no such thing"}'),
+    "/echo": (401, {}, f'{{"error": "bad token {TOKEN}"}}'.encode()),
 }
 
 
@@ -84,6 +85,7 @@ def test_a_429_says_how_long_to_wait(client: SourceClient) -> None:
     [
         ("/broken", True, "HTTP 503"),
         ("/missing", False, 'HTTP 404 {"error": "no such thing"}'),
+        ("/echo", False, 'HTTP 401 {"error": "bad token ***"} (the source refused the credential'),
         ("/html", True, "the response is not JSON"),
         ("/slow", True, "timed out after 0.3s"),
     ],

@@ -85,7 +85,8 @@ class SourceClient:
             raise SourceError(f"GET {request.path}: HTTP {status}", retryable=True, status=status)
         if status >= 400:
             raise SourceError(
-                f"GET {request.path}: HTTP {status} {response.text[:200]}" + _hint(status),
+                f"GET {request.path}: HTTP {status} {self._redacted(response.text[:200])}"
+                + _hint(status),
                 retryable=False,
                 status=status,
             )
@@ -95,6 +96,10 @@ class SourceClient:
             raise SourceError(
                 f"GET {request.path}: the response is not JSON ({exc})", retryable=True
             ) from None
+
+    def _redacted(self, text: str) -> str:
+        """The source's words, without the token should it echo it back."""
+        return text.replace(self.token, "***")
 
     def close(self) -> None:
         self.client.close()
