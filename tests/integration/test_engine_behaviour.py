@@ -327,3 +327,25 @@ def test_a_credential_the_worker_lacks_fails_the_run_on_the_last_attempt(db_url:
     assert final["state"] == "failed"
     assert "ConfigurationError: source credential Secret 'democrm-token'" in final["error"]
     assert "FERRYMAN_CREDENTIAL_DEMOCRM_TOKEN_TOKEN" in final["error"]
+
+
+def test_a_failed_run_is_not_reopened_while_its_workspace_has_another_live_run(
+    db_url: str,
+) -> None:
+    with DemoCRM.start(seed=19, organizations=30, people=0, deals=0) as crm:
+        with credential("not-the-key"), engine_worker(db_url):
+            first = start_run(db_url, request(crm.url, name="run-a", kinds=["organizations"]))
+            assert wait_finished(db_url, first, timeout=30)["state"] == "failed"
+        start_run(db_url, request(crm.url, name="run-b", kinds=["organizations"]))
+        with connect.connect(db_url) as conn:
+            failed = runs.by_name(conn, "run-a")
+            assert failed is not None
+            with pytest.raises(runs.AdmissionRefused, match="'run-b'"):
+                runs.retry(conn, failed)
+            after = runs.by_name(conn, "run-a")
+            tasks = conn.execute(
+                "SELECT count(*) AS n FROM ferryman_tasks WHERE run_id = %s AND status = 'failed'",
+                (first,),
+            ).fetchone()
+    assert after is not None and after["state"] == "failed" and after["error"]
+    assert tasks is not None and tasks["n"] >= 1  # nothing was reopened

@@ -132,3 +132,27 @@ def test_a_missing_credential_says_where_to_put_it(tmp_path: pathlib.Path, db_ur
 
 def _rows(db_url: str) -> int:
     return int(scalar(db_url, "SELECT coalesce(sum(rows_written), 0) FROM ferryman_tasks"))
+
+
+def test_a_failed_run_is_retried_from_its_checkpoints(tmp_path: pathlib.Path, db_url: str) -> None:
+    with DemoCRM.start(seed=33, organizations=600, people=200, deals=20) as crm:
+        path = _file(tmp_path, crm.url)
+        first = _ferryman("run", path, env=_env(db_url, "a-wrong-key"))
+        out, err = first.communicate(timeout=60)
+        assert first.returncode == 1, err
+        assert "HTTP 401" in out and "`ferryman retry default/acme-crm` reopens it" in out
+
+        retry = _ferryman("retry", "default/acme-crm", env=_env(db_url, None))
+        said, err = retry.communicate(timeout=30)
+        assert retry.returncode == 0, err
+        assert "run default/acme-crm reopened:" in said and "task(s) queued again" in said
+
+        second = _ferryman("run", path, env=_env(db_url, crm.api_key))
+        out, err = second.communicate(timeout=120)
+        truth = crm.truth()
+    assert second.returncode == 0, err
+    assert "resumed from its checkpoints" in out and "Succeeded" in out
+    check_against_truth(db_url, truth)
+    again = _ferryman("retry", "default/acme-crm", env=_env(db_url, None))
+    _, err = again.communicate(timeout=30)
+    assert again.returncode == 2 and "is succeeded, not failed" in err

@@ -112,6 +112,21 @@ def cmd_errors(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
+    from ferryman_worker.engine import runs
+
+    with current_database(settings) as conn:
+        run = runs.by_name(conn, args.run)
+        if run is None:
+            raise FerrymanError(f"retry: no run named {args.run!r} (use namespace/name)")
+        reopened = runs.retry(conn, run)
+    print(
+        f"run {args.run} reopened: {reopened} unfinished task(s) queued again from their"
+        " checkpoints; a worker with the migrations lane takes them (or `ferryman run FILE`)"
+    )
+    return 0
+
+
 def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
     from ferryman_worker.db import connect, migrate
 
@@ -208,6 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=_positive, default=100, help="at most this many, oldest first (default 100)"
     )
     errors.set_defaults(handler=cmd_errors)
+    retry = commands.add_parser(
+        "retry", help="reopen a failed run from its checkpoints (what it wrote stays written)"
+    )
+    retry.add_argument("run", help="namespace/name of the run")
+    retry.set_defaults(handler=cmd_retry)
     reap = commands.add_parser("reap", help="run the repair sweeps once and print what they did")
     reap.set_defaults(handler=cmd_reap)
     demo = commands.add_parser(

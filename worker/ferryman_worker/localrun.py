@@ -141,4 +141,10 @@ def _report(
     if interrupted and not final.state.finished:
         print(f"suspended: run `ferryman run {path}` again to resume", file=out)
         return EXIT_INTERRUPTED
+    if final.state is contract.RunState.FAILED:
+        print(
+            f"failed: once the cause is fixed, `ferryman retry {final.name}` reopens it from its"
+            f" checkpoints, and `ferryman run {path}` runs it here again",
+            file=out,
+        )
     return EXIT_OK if final.state is contract.RunState.SUCCEEDED else EXIT_FAILED

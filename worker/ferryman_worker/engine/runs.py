@@ -68,12 +68,14 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
     except psycopg.errors.UniqueViolation as exc:
         if exc.diag.constraint_name != "ferryman_runs_one_live":
             raise
-        live = conn.execute(
-            _q("live_run_of_workspace"), {"workspace": request.workspace}
-        ).fetchone()
-        raise AdmissionRefused(request.workspace, live["name"] if live else "?") from None
+        raise _refused(conn, request.workspace) from None
     assert row is not None
     return row
+
+
+def _refused(conn: Connection, workspace: str) -> AdmissionRefused:
+    live = conn.execute(_q("live_run_of_workspace"), {"workspace": workspace}).fetchone()
+    return AdmissionRefused(workspace, live["name"] if live else "?")
 
 
 def _check_writers(conn: Connection, provider: Provider, kinds: list[str]) -> None:
@@ -151,6 +153,27 @@ def resume(conn: Connection, run_id: int) -> list[int]:
     with conn.transaction():
         conn.execute(_q("set_suspended"), {"run_id": run_id, "suspended": False})
         return phases.top_up(conn, lock(conn, run_id))
+
+
+def retry(conn: Connection, run: dict[str, Any]) -> int:
+    """Reopen a failed run from its checkpoints: every unfinished task goes back to pending and
+    is queued again; what the run wrote stays written (the ledger keeps each row once). Returns
+    how many tasks were reopened. AdmissionRefused if its workspace has another live run;
+    FerrymanError if the run did not fail."""
+    try:
+        with conn.transaction():
+            if conn.execute(_q("reopen_run"), {"run_id": run["id"]}).fetchone() is None:
+                raise FerrymanError(
+                    f"run {run['name']!r} is {run['state']}, not failed: only a failed run can be"
+                    " retried"
+                )
+            reopened = conn.execute(_q("reopen_tasks"), {"run_id": run["id"]}).rowcount
+            phases.top_up(conn, lock(conn, run["id"]))
+    except psycopg.errors.UniqueViolation as exc:
+        if exc.diag.constraint_name != "ferryman_runs_one_live":
+            raise
+        raise _refused(conn, run["workspace"]) from None
+    return reopened
 
 
 def cancel(conn: Connection, run_id: int, reason: str = "cancelled") -> bool:

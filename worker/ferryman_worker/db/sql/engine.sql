@@ -147,6 +147,22 @@ UPDATE ferryman_runs SET heartbeat_at = now() WHERE id = %(run_id)s;
 UPDATE ferryman_runs SET suspended = %(suspended)s WHERE id = %(run_id)s AND state = 'running'
 RETURNING id;
 
+-- name: reopen_run
+-- Retry a failed run: live again (the partial unique index refuses it if its workspace has
+-- another live run meanwhile).
+UPDATE ferryman_runs
+   SET state = 'running', suspended = false, error = NULL, finished_at = NULL,
+       heartbeat_at = now()
+ WHERE id = %(run_id)s AND state = 'failed'
+RETURNING id;
+
+-- name: reopen_tasks
+-- ... and every unfinished task back to pending, from its checkpoint, with its claims forgotten:
+-- a job still walking one loses it at its next window (the task is no longer its).
+UPDATE ferryman_tasks
+   SET status = 'pending', job_id = NULL, error = NULL, finished_at = NULL, attempts = 0
+ WHERE run_id = %(run_id)s AND status IN ('failed', 'cancelled', 'queued', 'running');
+
 -- name: release_queued_tasks
 -- Suspend or cancel: tasks queued but not started go back to pending (their jobs will exit).
 UPDATE ferryman_tasks SET status = %(status)s
