@@ -341,7 +341,7 @@ def test_a_failed_run_is_not_reopened_while_its_workspace_has_another_live_run(
             failed = runs.by_name(conn, "run-a")
             assert failed is not None
             with pytest.raises(runs.AdmissionRefused, match="'run-b'"):
-                runs.retry(conn, failed)
+                runs.retry(conn, failed["id"])
             after = runs.by_name(conn, "run-a")
             tasks = conn.execute(
                 "SELECT count(*) AS n FROM ferryman_tasks WHERE run_id = %s AND status = 'failed'",

@@ -113,13 +113,13 @@ def cmd_errors(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
-    from ferryman_worker.engine import runs
+    from ferryman_worker import contract
 
     with current_database(settings) as conn:
-        run = runs.by_name(conn, args.run)
-        if run is None:
-            raise FerrymanError(f"retry: no run named {args.run!r} (use namespace/name)")
-        reopened = runs.retry(conn, run)
+        try:
+            reopened = contract.retry(conn, args.run)
+        except LookupError:
+            raise FerrymanError(f"retry: no run named {args.run!r} (use namespace/name)") from None
     print(
         f"run {args.run} reopened: {reopened} unfinished task(s) queued again from their"
         " checkpoints; a worker with the migrations lane takes them (or `ferryman run FILE`)"

@@ -155,20 +155,23 @@ def resume(conn: Connection, run_id: int) -> list[int]:
         return phases.top_up(conn, lock(conn, run_id))
 
 
-def retry(conn: Connection, run: dict[str, Any]) -> int:
+def retry(conn: Connection, run_id: int) -> int:
     """Reopen a failed run from its checkpoints: every unfinished task goes back to pending and
     is queued again; what the run wrote stays written (the ledger keeps each row once). Returns
     how many tasks were reopened. AdmissionRefused if its workspace has another live run;
     FerrymanError if the run did not fail."""
+    run = conn.execute(_q("run_by_id"), {"run_id": run_id}).fetchone()
+    if run is None:
+        raise FerrymanError(f"run {run_id} does not exist")
     try:
         with conn.transaction():
-            if conn.execute(_q("reopen_run"), {"run_id": run["id"]}).fetchone() is None:
+            if conn.execute(_q("reopen_run"), {"run_id": run_id}).fetchone() is None:
                 raise FerrymanError(
                     f"run {run['name']!r} is {run['state']}, not failed: only a failed run can be"
                     " retried"
                 )
-            reopened = conn.execute(_q("reopen_tasks"), {"run_id": run["id"]}).rowcount
-            phases.top_up(conn, lock(conn, run["id"]))
+            reopened = conn.execute(_q("reopen_tasks"), {"run_id": run_id}).rowcount
+            phases.top_up(conn, lock(conn, run_id))
     except psycopg.errors.UniqueViolation as exc:
         if exc.diag.constraint_name != "ferryman_runs_one_live":
             raise
