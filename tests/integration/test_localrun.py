@@ -156,3 +156,6 @@ def test_a_failed_run_is_retried_from_its_checkpoints(tmp_path: pathlib.Path, db
     again = _ferryman("retry", "default/acme-crm", env=_env(db_url, None))
     _, err = again.communicate(timeout=30)
     assert again.returncode == 2 and "is succeeded, not failed" in err
+    unknown = _ferryman("retry", "default/nope", env=_env(db_url, None))
+    _, err = unknown.communicate(timeout=30)
+    assert unknown.returncode == 2 and "retry: no run named 'default/nope'" in err
