@@ -8,6 +8,7 @@ the server's ``GET /_truth`` returns.
 """
 
 import argparse
+import dataclasses
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -87,6 +88,13 @@ def dataset_options() -> argparse.ArgumentParser:
         default=defaults.malformed_rate,
         help=f"share of records with one defect, 0..1 (default {defaults.malformed_rate})",
     )
+    group.add_argument(
+        "--gone-deal-rate",
+        type=bounded(float, 0, 1),
+        default=defaults.gone_deal_rate,
+        help="share of deals deleted after the deals listing: listed, but their messages answer "
+        f"404, 0..1 (default {defaults.gone_deal_rate})",
+    )
     return parent
 
 
@@ -132,7 +140,7 @@ def run_truth(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def make_dataset(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Dataset:
-    names = ("seed", "organizations", "people", "deals", "messages_per_deal", "malformed_rate")
+    names = [field.name for field in dataclasses.fields(Dataset)]
     try:
         return Dataset(**{name: getattr(args, name) for name in names})
     except SettingsError as exc:

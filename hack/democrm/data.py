@@ -114,6 +114,12 @@ class Source:
     def message_count(self, deal_index: int) -> int:
         return u32(self.digest("deals", deal_index), 40) % self.stride
 
+    def deal_gone(self, deal_index: int) -> bool:
+        """Whether the deal was deleted after the deals listing (``gone_deal_rate``): its
+        messages answer 404."""
+        rate = self.dataset.gone_deal_rate
+        return rate > 0 and u32(self.digest("deals", deal_index), 48) < rate * 2**32
+
     def messages(self, deal_index: int, start: int, limit: int) -> list[Record]:
         end = min(start + limit, self.message_count(deal_index))
         first = deal_index * self.stride
@@ -134,7 +140,7 @@ class Source:
 
     def message_exists(self, message_id: int) -> bool:
         deal_index, position = divmod(message_id - 1, self.stride)
-        if message_id < 1 or deal_index >= self.dataset.deals:
+        if message_id < 1 or deal_index >= self.dataset.deals or self.deal_gone(deal_index):
             return False
         return position < self.message_count(deal_index)
 
@@ -151,8 +157,10 @@ class Source:
         return {"id": message_id, "deal_id": (message_id - 1) // self.stride + 1, "body": text}
 
     def message_indices(self) -> Iterator[int]:
-        """Indices (id - 1) of every message, deal by deal."""
+        """Indices (id - 1) of every message, deal by deal (none of a gone deal)."""
         for deal_index in range(self.dataset.deals):
+            if self.deal_gone(deal_index):
+                continue
             first = deal_index * self.stride
             yield from range(first, first + self.message_count(deal_index))
 

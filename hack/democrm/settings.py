@@ -28,12 +28,16 @@ class Dataset:
     """Mean message count per deal; each deal has 0..2*mean messages, chosen from its hash."""
     malformed_rate: float = 0.01
     """Share of records (of every kind) served with one deliberate defect."""
+    gone_deal_rate: float = 0.0
+    """Share of deals deleted after the deals listing: still listed, but their messages (the
+    listing and every body) answer 404, and the truth has no messages for them."""
 
     def __post_init__(self) -> None:
         for name in ("organizations", "people", "deals", "messages_per_deal"):
             check_int(name, getattr(self, name), 0, 100_000_000)
         check_int("seed", self.seed, -(2**63), 2**63 - 1)
         check_number("malformed_rate", self.malformed_rate, 0.0, 1.0)
+        check_number("gone_deal_rate", self.gone_deal_rate, 0.0, 1.0)
         if self.organizations == 0 and (self.people or self.deals):
             raise SettingsError("people and deals need at least one organization")
 

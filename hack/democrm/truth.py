@@ -13,11 +13,14 @@ from democrm import data
 
 
 def ground_truth(source: data.Source, *, with_ids: bool = True) -> dict[str, Any]:
-    """``{"dataset": {...}, "<kind>": {"count", "ids", "malformed"}}`` for the four kinds."""
+    """``{"dataset": {...}, "<kind>": {"count", "ids", "malformed"}}`` for the four kinds; deals
+    also have ``gone``, the ids of deals deleted after their listing (``gone_deal_rate``)."""
     truth: dict[str, Any] = {"dataset": dataclasses.asdict(source.dataset)}
     for kind in data.LISTED:
         truth[kind] = kind_truth(source, kind, range(source.count(kind)), with_ids)
     truth["messages"] = kind_truth(source, "messages", source.message_indices(), with_ids)
+    gone = [i + 1 for i in range(source.count("deals")) if source.deal_gone(i)]
+    truth["deals"]["gone"] = gone  # listed, then deleted: their messages are not in the truth
     return truth
 
 

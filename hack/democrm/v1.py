@@ -104,6 +104,8 @@ def prepare_messages(state: State, deal: str, query: str) -> Call:
     deal_id = parse_id(deal)
     if deal_id is None or not 1 <= deal_id <= state.source.dataset.deals:
         raise not_found(f"no deal with id {deal!r}")
+    if state.source.deal_gone(deal_id - 1):
+        raise not_found(f"deal {deal_id} was deleted")
     start, limit = page_params(query)
     total = state.source.message_count(deal_id - 1)
     records = state.source.messages

@@ -36,6 +36,7 @@ DATASET_OPTIONS = (
     "deals",
     "messages_per_deal",
     "malformed_rate",
+    "gone_deal_rate",
 )
 
 

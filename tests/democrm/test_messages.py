@@ -86,3 +86,23 @@ def test_no_messages_when_the_mean_is_zero(start_democrm: StartDemoCRM) -> None:
     assert crm.truth()["messages"] == {"count": 0, "ids": [], "malformed": {}}
     with crm.client() as http:
         assert http.get("/v1/deals/5/messages").json()["data"] == []
+
+
+def test_a_gone_deal_is_listed_but_its_messages_are_404_and_not_in_the_truth(
+    start_democrm: StartDemoCRM,
+) -> None:
+    crm = start_democrm(organizations=5, people=5, deals=40, malformed_rate=0, gone_deal_rate=0.3)
+    truth = crm.truth()
+    gone = truth["deals"]["gone"]
+    assert gone and set(gone) < set(truth["deals"]["ids"])
+    stride = 7  # messages_per_deal 3: ids deal_index * 7 + position + 1
+    assert not any((m - 1) // stride + 1 in gone for m in truth["messages"]["ids"])
+    with crm.client() as http:
+        listed = http.get("/v1/deals", params={"limit": 100}).json()["data"]
+        messages = http.get(f"/v1/deals/{gone[0]}/messages")
+        body = http.get(f"/v1/messages/{(gone[0] - 1) * stride + 1}")
+        kept = next(d for d in truth["deals"]["ids"] if d not in gone)
+        alive = http.get(f"/v1/deals/{kept}/messages")
+    assert gone[0] in [d["id"] for d in listed]
+    assert messages.status_code == 404 and "was deleted" in messages.json()["error"]["message"]
+    assert body.status_code == 404 and alive.status_code == 200

@@ -43,14 +43,20 @@ def test_a_run_writes_every_source_row_once(db_url: str) -> None:
     assert final["tasks_done"] == final["tasks_total"]
 
 
-def test_a_message_deleted_after_its_listing_is_a_row_error(db_url: str) -> None:
-    sizes = {"organizations": 20, "people": 20, "deals": 40, "malformed_rate": 0.3}
-    with DemoCRM.start(seed=4, **sizes) as crm, credential(crm.api_key), engine_worker(db_url):
+def test_records_deleted_after_their_listing_are_not_written(db_url: str) -> None:
+    """A message whose body is gone is a row error; a deal whose messages are gone has none."""
+    sizes = {"organizations": 20, "people": 20, "deals": 40}
+    with (
+        DemoCRM.start(seed=4, malformed_rate=0.3, gone_deal_rate=0.25, **sizes) as crm,
+        credential(crm.api_key),
+        engine_worker(db_url),
+    ):
         run_id = start_run(db_url, request(crm.url))
         final = wait_finished(db_url, run_id)
         truth = crm.truth()
     assert final["state"] == "succeeded", final["error"]
-    check_against_truth(db_url, truth)  # every gone message is a row error, none is written
+    assert truth["deals"]["gone"] and truth["messages"]["count"] > 0
+    check_against_truth(db_url, truth)  # gone deals written, none of their messages
     gone = {i for i, why in truth["messages"]["malformed"].items() if why == "gone:body"}
     with connect.connect(db_url) as conn:
         recorded = conn.execute(

@@ -10,7 +10,9 @@ of bodies may span parents, so the threads do not idle at the end of each parent
 is joined, every parent whose bodies are all in hand is written, in order. Children the ledger
 holds are not fetched again; a stopped task refetches, on resume, at most what it held (its last
 round, and the parent the round before left half-fetched). A child whose body the source says is
-gone (HTTP 404 or 410: deleted since it was listed) is recorded as a row error, not written.
+gone (HTTP 404 or 410: deleted since it was listed) is recorded as a row error, not written; a
+parent whose children's listing says so was deleted since its own listing, children and all: it
+has none left to write.
 """
 
 from __future__ import annotations
@@ -177,7 +179,10 @@ def _list(scope: Scope, pool: Pool, parents: list[int]) -> list[list[dict[str, A
             scope.provider.children(scope.kind.name, p, len(children[p]), size) for p in pending
         ]
         more = []
-        for parent, payload in zip(pending, scope.call_all(requests, pool.map), strict=True):
+        answers = scope.call_all(requests, pool.map, gone_ok=True)
+        for parent, payload in zip(pending, answers, strict=True):
+            if isinstance(payload, SourceError):
+                continue  # the parent is gone from the source, and its children with it
             page = scope.provider.parse_page(payload)
             children[parent].extend(page.records)
             if page.more and page.records:
