@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -43,8 +44,11 @@ def test_a_run_writes_every_source_row_once(db_url: str) -> None:
     assert final["tasks_done"] == final["tasks_total"]
 
 
-def test_records_deleted_after_their_listing_are_not_written(db_url: str) -> None:
+def test_records_deleted_after_their_listing_are_not_written(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """A message whose body is gone is a row error; a deal whose messages are gone has none."""
+    caplog.set_level(logging.INFO, "ferryman.engine")
     sizes = {"organizations": 20, "people": 20, "deals": 40}
     with (
         DemoCRM.start(seed=4, malformed_rate=0.3, gone_deal_rate=0.25, **sizes) as crm,
@@ -64,6 +68,9 @@ def test_records_deleted_after_their_listing_are_not_written(db_url: str) -> Non
             " AND reason LIKE 'gone from the source before its body was fetched: %%HTTP 404%%'"
         ).fetchall()
     assert gone and {r["source_id"] for r in recorded} == gone
+    said = {r.getMessage() for r in caplog.records if r.name == "ferryman.engine"}
+    for deal in truth["deals"]["gone"]:
+        assert any(f"deals {deal} is gone from the source: no messages" in m for m in said), deal
 
 
 @pytest.mark.parametrize("rows", [0, 1, 499, 500, 501, 2000])

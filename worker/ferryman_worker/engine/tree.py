@@ -21,6 +21,7 @@ import collections
 import concurrent.futures
 import dataclasses
 import itertools
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +29,8 @@ from ferryman_worker.db import queries
 from ferryman_worker.engine import windows
 from ferryman_worker.engine.scope import Scope
 from ferryman_worker.engine.source import SourceError
+
+log = logging.getLogger("ferryman.engine")
 
 ROUND_PER_THREAD = 8
 """Bodies per fetch thread in one round: the round's tokens are reserved on the job thread
@@ -181,8 +184,15 @@ def _list(scope: Scope, pool: Pool, parents: list[int]) -> list[list[dict[str, A
         more = []
         answers = scope.call_all(requests, pool.map, gone_ok=True)
         for parent, payload in zip(pending, answers, strict=True):
-            if isinstance(payload, SourceError):
-                continue  # the parent is gone from the source, and its children with it
+            if isinstance(payload, SourceError):  # gone, and its children with it
+                log.info(
+                    "%s %s is gone from the source: no %s to write (%s)",
+                    scope.kind.parent,
+                    parent,
+                    scope.kind.name,
+                    payload,
+                )
+                continue
             page = scope.provider.parse_page(payload)
             children[parent].extend(page.records)
             if page.more and page.records:
