@@ -46,6 +46,20 @@ def current_database(settings: Settings) -> Connection:
     return conn
 
 
+def _run_id(conn: Connection, command: str, name: str) -> int:
+    """The id of the run called ``name``; the command's error if there is none."""
+    from ferryman_worker.engine import runs
+
+    row = runs.by_name(conn, name)
+    if row is None:
+        raise _no_run(command, name)
+    return int(row["id"])
+
+
+def _no_run(command: str, name: str) -> FerrymanError:
+    return FerrymanError(f"{command}: no run named {name!r} (use namespace/name)")
+
+
 # -- sub-commands --------------------------------------------------------------------------------
 
 
@@ -85,11 +99,10 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     with current_database(settings) as conn:
         found = contract.progress(conn, args.run)
         if args.run is not None and not found:
-            raise FerrymanError(f"status: no run named {args.run!r} (use namespace/name)")
+            raise _no_run("status", args.run)
         for run in found:
             print("\n".join(console.summary(run, runs.kind_progress(conn, run.id), now)))
-            live = not run.state.finished and not run.suspended
-            retrying = runs.retrying(conn, run.id) if live else None
+            retrying = runs.retrying(conn, run.id)
             if retrying is not None:
                 print(console.retrying_line(retrying, now))
         if not found:
@@ -101,10 +114,7 @@ def cmd_errors(args: argparse.Namespace, settings: Settings) -> int:
     from ferryman_worker.engine import runs
 
     with current_database(settings) as conn:
-        run = runs.by_name(conn, args.run)
-        if run is None:
-            raise FerrymanError(f"errors: no run named {args.run!r} (use namespace/name)")
-        rows = runs.row_errors(conn, run["id"], args.kind, args.limit)
+        rows = runs.row_errors(conn, _run_id(conn, "errors", args.run), args.kind, args.limit)
     _table(rows, ["kind", "source_id", "at", "reason"], whole="reason")
     total = int(rows[0]["total"]) if rows else 0
     if total > len(rows):
@@ -113,13 +123,10 @@ def cmd_errors(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
-    from ferryman_worker import contract
+    from ferryman_worker.engine import runs
 
     with current_database(settings) as conn:
-        try:
-            reopened = contract.retry(conn, args.run)
-        except LookupError:
-            raise FerrymanError(f"retry: no run named {args.run!r} (use namespace/name)") from None
+        reopened = runs.retry(conn, _run_id(conn, "retry", args.run))
     print(
         f"run {args.run} reopened: {reopened} unfinished task(s) queued again from their"
         " checkpoints; a worker with the migrations lane takes them (or `ferryman run FILE`)"

@@ -197,8 +197,3 @@ def resume(conn: Connection, name: str) -> list[int]:
 
 def cancel(conn: Connection, name: str) -> bool:
     return runs.cancel(conn, _id(conn, name))
-
-
-def retry(conn: Connection, name: str) -> int:
-    """Reopen the failed run ``name`` from its checkpoints; how many tasks were reopened."""
-    return runs.retry(conn, _id(conn, name))

@@ -102,7 +102,8 @@ def _watch(
             console.headline(run, now),
             *console.kind_lines(runs.kind_progress(conn, run.id), run.phase_index, now),
         ]
-        retrying = _retrying(conn, run, now)
+        failing = runs.retrying(conn, run.id)
+        retrying = [console.retrying_line(failing, now)] if failing is not None else []
         if tty:  # redrawn in place: a line must not wrap, or the cursor lands wrong
             width = shutil.get_terminal_size().columns - 1
             out.write(f"\x1b[{drawn}F\x1b[J" if drawn else "")
@@ -120,16 +121,6 @@ def _watch(
         if (now - last_reap).total_seconds() >= min(LOCAL_REAP_INTERVAL, settings.reap_interval):
             reaper.sweep_engine(conn, settings.stale_claim_after)
             last_reap = now
-
-
-def _retrying(
-    conn: connect.Connection, run: contract.RunProgress, now: datetime.datetime
-) -> list[str]:
-    """The line about tasks waiting to try again, while the run runs; none otherwise."""
-    if run.state.finished or run.suspended:
-        return []
-    row = runs.retrying(conn, run.id)
-    return [console.retrying_line(row, now)] if row is not None else []
 
 
 def _report(

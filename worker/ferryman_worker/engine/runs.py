@@ -120,9 +120,9 @@ def progress(conn: Connection, run_id: int | None = None) -> list[dict[str, Any]
 
 
 def retrying(conn: Connection, run_id: int) -> dict[str, Any] | None:
-    """The run's tasks waiting to try again after a failed attempt: ``tasks`` (how many) and
-    the latest failure (task_id, kind, last_error, attempts, max_attempts, run_at); None if
-    there are none."""
+    """The tasks of a running, not suspended run that wait to try again after a failed attempt:
+    ``tasks`` (how many) and the latest failure (task_id, kind, last_error, attempts,
+    max_attempts, run_at); None if there are none."""
     row: dict[str, Any] | None = conn.execute(_q("run_retrying"), {"run_id": run_id}).fetchone()
     return row
 

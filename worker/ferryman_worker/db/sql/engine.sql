@@ -190,12 +190,15 @@ SELECT r.id, r.name, r.workspace, r.state, r.suspended, r.phase, r.phases, r.kin
  GROUP BY r.id ORDER BY r.id;
 
 -- name: run_retrying
--- The run's tasks whose job failed an attempt and waits to try again (the task stays running,
--- held by its job): how many, and the latest failure with its attempts and next try.
+-- A running (not suspended) run's tasks whose job failed an attempt and waits to try again (the
+-- task stays running, held by its job): how many, and the latest failure with its attempts and
+-- next try.
 SELECT count(*) OVER () AS tasks, t.id AS task_id, t.kind, j.last_error, j.attempts,
        j.max_attempts, j.run_at
-  FROM ferryman_tasks t JOIN ferryman_jobs j ON j.id = t.job_id
- WHERE t.run_id = %(run_id)s AND t.status = 'running'
+  FROM ferryman_runs r
+  JOIN ferryman_tasks t ON t.run_id = r.id
+  JOIN ferryman_jobs j ON j.id = t.job_id
+ WHERE r.id = %(run_id)s AND r.state = 'running' AND NOT r.suspended AND t.status = 'running'
    AND j.status = 'ready' AND j.attempts > 0 AND j.last_error IS NOT NULL
  ORDER BY j.run_at DESC
  LIMIT 1;
