@@ -1,0 +1,14 @@
+"""A real Kubernetes control plane for tests and local use, built from the Go module proxy.
+
+    build   compile etcd, kube-apiserver, kube-controller-manager, kubectl and helm, at the
+            versions pinned in hack/cp/controlplane/versions.py, into the cache (never rebuilt
+            once there)
+    up      build if needed, then start etcd, kube-apiserver and kube-controller-manager on free
+            loopback ports with a fresh CA; write an admin kubeconfig; wait until they are ready
+    down    stop what `up` started (by process id) and remove its state directory
+    env     print shell exports: KUBECONFIG, PATH and the binaries' paths
+
+The cache is $FERRYMAN_CACHE_DIR, else $XDG_CACHE_HOME/ferryman, else ~/.cache/ferryman. The state
+of a running control plane is --state-dir, else $FERRYMAN_CONTROLPLANE_DIR, else .state/controlplane
+in the repository. See docs/development.md.
+"""
