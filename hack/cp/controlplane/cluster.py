@@ -13,6 +13,8 @@ from typing import Any
 
 from .common import REPO, ControlPlaneError, log
 from .gobuild import build, default_jobs
+from .host import unmount_under
+from .node import NODE_TOOLS, add_node, remove_node
 from .pki import admin_context, make_pki, write_kubeconfig
 from .processes import State, alive, free_port, http_ok, spawn, start_retrying, start_time, stop
 from .versions import VERSIONS
@@ -36,6 +38,10 @@ CONTROLLERS = (
     "resourcequota-controller",
     "disruption-controller",
     "endpointslice-controller",
+    # for a node (`up --node`): lifts the not-ready taint the API server puts on a new Node, and
+    # marks it NotReady when kubelet stops; deletes the pods of a deleted node
+    "node-lifecycle-controller",
+    "pod-garbage-collector-controller",
 )
 
 
@@ -78,6 +84,8 @@ def start_apiserver(state: State, tools: dict[str, Path]) -> tuple[subprocess.Po
         "--requestheader-extra-headers-prefix=X-Remote-Extra-",
         f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
         f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+        f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
         f"--service-account-key-file={pki / 'sa.pub'}",
         f"--service-account-signing-key-file={pki / 'sa.key'}",
@@ -148,8 +156,19 @@ def watch(directory: Path, pid: int) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def up(directory: Path, controller_manager: bool, watch_pid: int | None, timeout: float) -> State:
-    tools = build(default_jobs())
+def up(
+    directory: Path,
+    controller_manager: bool,
+    watch_pid: int | None,
+    timeout: float,
+    node: bool = False,
+    node_wait: float = 0,
+) -> State:
+    if node and not controller_manager:
+        raise ControlPlaneError(
+            "--node needs kube-controller-manager (leave out --no-controller-manager)"
+        )
+    tools = build(default_jobs(), node)
     prepare(directory)
     state = State(directory, info={"versions": dict(VERSIONS), "bin": {}})
     link_tools(state, tools)
@@ -168,6 +187,8 @@ def up(directory: Path, controller_manager: bool, watch_pid: int | None, timeout
             start_watchdog(state, watch_pid)
         state.info["env"] = environment(state)
         state.save()
+        if node:
+            add_node(state, timeout, node_wait)
     except BaseException:
         down(directory, keep_logs=True)
         raise
@@ -193,6 +214,7 @@ def remove_state(directory: Path) -> None:
         return
     if not (directory / MARKER).exists() and any(directory.iterdir()):
         raise ControlPlaneError(f"{directory} is not empty and not a control plane's state")
+    unmount_under(directory)  # a node's leftovers, if its teardown was cut short
     shutil.rmtree(directory)
 
 
@@ -201,6 +223,8 @@ def link_tools(state: State, tools: dict[str, Path]) -> None:
     bin_dir = state.directory / "bin"
     bin_dir.mkdir()
     for name, path in tools.items():
+        if name in NODE_TOOLS:
+            continue  # linked by add_node
         (bin_dir / name).symlink_to(path)
         state.info["bin"][name] = str(path)
 
@@ -219,7 +243,7 @@ def environment(state: State) -> dict[str, str]:
 def down(directory: Path, keep_logs: bool = False) -> list[str]:
     """Stop the recorded processes, newest first (the watchdog first), then remove the state."""
     state = State.load(directory)
-    stopped: list[str] = []
+    stopped: list[str] = remove_node(state) if state else []
     for process in reversed(state.processes if state else []):
         if int(process["pid"]) != os.getpid() and alive(process):
             stop(process)

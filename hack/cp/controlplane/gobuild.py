@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from .common import ControlPlaneError, format_seconds, log, tail
-from .versions import BUILDS, VERSIONS, GoBuild
+from .versions import BUILDS, NODE_BINARIES, VERSIONS, GoBuild
 
 
 def cache_dir() -> Path:
@@ -37,8 +37,9 @@ def binary_path(name: str) -> Path:
     return cp_cache() / "bin" / f"{name}-{VERSIONS[name]}"
 
 
-def binaries() -> dict[str, Path]:
-    return {name: binary_path(name) for name in VERSIONS}
+def binaries(node: bool = False) -> dict[str, Path]:
+    """The control plane's binaries, and the node's too when `node`."""
+    return {name: binary_path(name) for name in VERSIONS if node or name not in NODE_BINARIES}
 
 
 def go_env() -> dict[str, str]:
@@ -76,10 +77,12 @@ def build_lock() -> Iterator[None]:
         yield
 
 
-def build(jobs: int) -> dict[str, Path]:
-    """Build every missing binary; return all binaries' paths."""
+def build(jobs: int, node: bool = False) -> dict[str, Path]:
+    """Build every missing binary (the node's too when `node`); return their paths."""
     missing = [
-        spec for spec in BUILDS if any(not binary_path(b).exists() for b, _ in spec.binaries)
+        spec
+        for spec in BUILDS
+        if (node or not spec.node) and any(not binary_path(b).exists() for b, _ in spec.binaries)
     ]
     if missing:
         with build_lock():
@@ -87,7 +90,7 @@ def build(jobs: int) -> dict[str, Path]:
                 todo = [(b, pkg) for b, pkg in spec.binaries if not binary_path(b).exists()]
                 if todo:  # another process may have built them while we waited for the lock
                     build_group(spec, todo, jobs)
-    return binaries()
+    return binaries(node)
 
 
 def build_group(spec: GoBuild, todo: list[tuple[str, str]], jobs: int) -> None:

@@ -25,6 +25,9 @@ def make_pki(pki: Path) -> None:
         "admin": ("ca", "ferryman-admin", "system:masters", None),
         "controller-manager": ("ca", "system:kube-controller-manager", None, None),
         "front-proxy-client": ("front-proxy-ca", "front-proxy-client", None, None),
+        # how the API server authenticates to kubelet for `kubectl logs/exec` (a node's kubelet
+        # authorizes by webhook, so an anonymous call would be refused)
+        "apiserver-kubelet-client": ("ca", "kube-apiserver-kubelet-client", "system:masters", None),
     }
     cas = {}
     for name in ("ca", "front-proxy-ca"):
@@ -41,6 +44,18 @@ def make_pki(pki: Path) -> None:
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     (pki / "sa.pub").write_bytes(public)
+
+
+def issue(pki: Path, name: str, common_name: str, organization: str | None = None) -> None:
+    """A client certificate <pki>/<name>.{crt,key} signed by the cluster's CA (<pki>/ca.*)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    write_pair(pki, name, sign(key, common_name, organization, ca_key, ca), key)
 
 
 def sign(

@@ -76,7 +76,9 @@ def alive(process: dict[str, Any]) -> bool:
     return started is not None and started == process["started"]
 
 
-def spawn(state: State, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+def spawn(
+    state: State, name: str, argv: list[str], env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start a daemon in its own session, output to logs/<name>.log; record it."""
     logs = state.directory / "logs"
     logs.mkdir(exist_ok=True)
@@ -88,6 +90,7 @@ def spawn(state: State, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
+            env=env,
             start_new_session=True,
             close_fds=True,
         )
