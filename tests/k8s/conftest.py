@@ -233,7 +233,9 @@ class Node:
         """`hack/controlplane add-node`; fails (never skips) with the reason it could not start."""
         if self.is_up:
             return
-        result = controlplane_command("add-node", "--state-dir", str(self.controlplane.state_dir))
+        # another session's node on this machine: wait for it, within the test's timeout
+        state_dir = str(self.controlplane.state_dir)
+        result = controlplane_command("add-node", "--state-dir", state_dir, "--node-wait", "200")
         if result.returncode != 0:
             pytest.fail(f"hack/controlplane add-node failed:\n{result.stderr}", pytrace=False)
         self.is_up = True

@@ -228,7 +228,15 @@ def test_load_image_names_a_missing_image(controlplane_cli: Any, node: Any):
 
 # The machine's own supervisor and podman (other work on this machine) change these meanwhile;
 # nothing of the node is among them.
-FOREIGN = ("process_api", "libpod", "podman", "netavark", "NETAVARK", "cni-podman")
+FOREIGN = (
+    "process_api",
+    "libpod",
+    "podman",
+    "netavark",
+    "NETAVARK",
+    "/var/lib/containers/storage",
+    "/run/containers/storage",
+)
 
 
 def host_snapshot(controlplane_cli: Any) -> dict[str, Any]:
@@ -256,6 +264,39 @@ def differences(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
     return found
 
 
+def run_two_pods(controlplane: Any, namespace: str, wait_for: Any, load: Any) -> None:
+    """A host-network and a pod-network pod from a freshly loaded image, both Running: the node
+    has made its bridge, veth, network namespace, cgroups and mounts."""
+    ref = f"localhost/ferryman-node-host:{uuid.uuid4().hex[:8]}"
+    podman_image(ref, {})
+    try:
+        load(ref)
+    finally:
+        remove_podman_image(ref)
+    for name, host_network in (("on-host", "true"), ("on-bridge", "false")):
+        apply(
+            controlplane,
+            namespace,
+            f"""
+            apiVersion: v1
+            kind: Pod
+            metadata: {{name: {name}}}
+            spec:
+              hostNetwork: {host_network}
+              containers:
+              - name: main
+                image: {ref}
+                imagePullPolicy: Never
+                command: ["sleep", "3600"]
+            """,
+        )
+    for name in ("on-host", "on-bridge"):
+        wait_for(lambda n=name: pod_phase(controlplane, namespace, n) == "Running", timeout=90)
+
+
+NODE_CHANGES = {"links", "cgroups", "mounts", "sysctls", "outside_paths"}
+
+
 def test_down_leaves_the_host_as_up_found_it(
     controlplane: Any, node_control: Any, controlplane_cli: Any, namespace: str, wait_for: Any
 ):
@@ -264,39 +305,72 @@ def test_down_leaves_the_host_as_up_found_it(
     before = host_snapshot(controlplane_cli)
     node_control.up()
     try:
-        during = host_snapshot(controlplane_cli)
-        ref = f"localhost/ferryman-node-host:{uuid.uuid4().hex[:8]}"
-        podman_image(ref, {})
-        try:
-            node_control.load_image(ref)
-        finally:
-            remove_podman_image(ref)
-        for name, host_network in (("on-host", "true"), ("on-bridge", "false")):
-            apply(
-                controlplane,
-                namespace,
-                f"""
-                apiVersion: v1
-                kind: Pod
-                metadata: {{name: {name}}}
-                spec:
-                  hostNetwork: {host_network}
-                  containers:
-                  - name: main
-                    image: {ref}
-                    imagePullPolicy: Never
-                    command: ["sleep", "3600"]
-                """,
-            )
-        for name in ("on-host", "on-bridge"):
-            wait_for(lambda n=name: pod_phase(controlplane, namespace, n) == "Running", timeout=90)
+        run_two_pods(controlplane, namespace, wait_for, node_control.load_image)
         during = host_snapshot(controlplane_cli)
     finally:
         node_control.down()
     after = host_snapshot(controlplane_cli)
-    # the node did change the host while it ran (so the comparison can see its changes) ...
-    assert differences(before, during).keys() >= {"links", "cgroups", "mounts", "sysctls"}
-    # ... and down undid every change
+    # the node did change the host while it ran (so the comparison sees such changes) ...
+    assert differences(before, during).keys() >= NODE_CHANGES
+    # ... and remove-node undid every one
     assert differences(before, after) == {}
     if was_up:
         node_control.up()
+
+
+def test_the_watchdog_removes_the_node_of_a_killed_owner(
+    node_control: Any,
+    start_controlplane: Any,
+    controlplane_cli: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    wait_for: Any,
+):
+    was_up = node_control.is_up
+    node_control.down()
+    before = host_snapshot(controlplane_cli)
+    owner = subprocess.Popen(["sleep", "600"])
+    state_dir = tmp_path_factory.mktemp("owner") / "state"  # short, for the node's sockets
+    try:
+        with start_controlplane(state_dir, "--node", "--watch-pid", str(owner.pid)) as plane:
+            plane.kubectl("create", "namespace", "pods")
+
+            def load(ref: str) -> None:
+                loaded = controlplane_cli("load-image", "--state-dir", str(state_dir), ref)
+                assert loaded.returncode == 0, loaded.stderr
+
+            run_two_pods(plane, "pods", wait_for, load)
+            assert differences(before, host_snapshot(controlplane_cli)).keys() >= NODE_CHANGES
+            owner.kill()
+            owner.wait()
+            wait_for(lambda: not state_dir.exists(), timeout=90)
+        assert differences(before, host_snapshot(controlplane_cli)) == {}
+    finally:
+        owner.kill()
+        owner.wait()
+        if was_up:
+            node_control.up()
+
+
+def test_one_node_per_machine_and_a_second_is_refused_with_the_reason(
+    node: Any,
+    start_controlplane: Any,
+    controlplane_cli: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+):
+    state_dir = tmp_path_factory.mktemp("second") / "state"
+    with start_controlplane(state_dir) as second:
+        result = controlplane_cli("add-node", "--state-dir", str(state_dir), "--node-wait", "0")
+        assert result.returncode == 1
+        assert "another node is on this machine: kubelet runs (pid " in result.stderr
+        assert second.kubectl("get", "nodes", "-o", "name").stdout == ""
+    assert node.controlplane.kubectl("get", "node", node.name, "-o", "name").stdout.strip()
+
+
+def test_a_state_dir_too_long_for_the_sockets_is_refused_before_anything_starts(
+    controlplane: Any, controlplane_cli: Any, tmp_path: Path
+):
+    state_dir = tmp_path / ("x" * 60) / "state"
+    result = controlplane_cli("up", "--node", "--state-dir", str(state_dir))
+    assert result.returncode == 1
+    assert "use a shorter --state-dir" in result.stderr
+    assert not state_dir.exists()

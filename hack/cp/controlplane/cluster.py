@@ -14,7 +14,7 @@ from typing import Any
 from .common import REPO, ControlPlaneError, log
 from .gobuild import build, default_jobs
 from .host import unmount_under
-from .node import NODE_TOOLS, add_node, remove_node
+from .node import NODE_TOOLS, add_node, check_path_length, remove_node
 from .pki import admin_context, make_pki, write_kubeconfig
 from .processes import State, alive, free_port, http_ok, spawn, start_retrying, start_time, stop
 from .versions import VERSIONS
@@ -168,6 +168,8 @@ def up(
         raise ControlPlaneError(
             "--node needs kube-controller-manager (leave out --no-controller-manager)"
         )
+    if node:
+        check_path_length(directory)
     tools = build(default_jobs(), node)
     prepare(directory)
     state = State(directory, info={"versions": dict(VERSIONS), "bin": {}})

@@ -40,7 +40,22 @@ def node_dir(state: State) -> Path:
 
 
 def socket_path(state: State) -> Path:
-    return node_dir(state) / "containerd" / "containerd.sock"
+    return node_dir(state) / "containerd.sock"
+
+
+# Unix socket paths are limited (containerd refuses more than 104 bytes); the longest of the
+# node's are containerd's ttrpc socket and kubelet's pod-resources socket.
+LONGEST_SOCKET = "node/kubelet/pod-resources/kubelet.sock"
+MAX_STATE_DIR = 104 - 1 - len(LONGEST_SOCKET)
+
+
+def check_path_length(directory: Path) -> None:
+    length = len(str(directory))
+    if length > MAX_STATE_DIR:
+        raise ControlPlaneError(
+            f"the state directory {directory} is {length} characters long; the node's "
+            f"unix sockets need it at most {MAX_STATE_DIR}: use a shorter --state-dir"
+        )
 
 
 # ---- add ----------------------------------------------------------------------------------
@@ -58,6 +73,7 @@ def add_node(state: State, timeout: float, wait: float) -> None:
             "the node needs root: kubelet and containerd create cgroups, mounts and network "
             "namespaces (run as root, or leave out --node)"
         )
+    check_path_length(state.directory)
     started = time.monotonic()
     cni_bin = host.ensure_packages()
     tools = build(default_jobs(), node=True)
