@@ -248,7 +248,7 @@ def host_snapshot(controlplane_cli: Any) -> dict[str, Any]:
 
 def differences(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     found: dict[str, Any] = {}
-    for key in ("links", "cgroups", "mounts", "outside_paths"):
+    for key in ("links", "cgroups", "mounts", "outside_paths", "processes"):
         added = sorted(set(after[key]) - set(before[key]))
         removed = sorted(set(before[key]) - set(after[key]))
         changed = [x for x in added + removed if not any(f in x for f in FOREIGN)]
@@ -294,7 +294,7 @@ def run_two_pods(controlplane: Any, namespace: str, wait_for: Any, load: Any) ->
         wait_for(lambda n=name: pod_phase(controlplane, namespace, n) == "Running", timeout=90)
 
 
-NODE_CHANGES = {"links", "cgroups", "mounts", "sysctls", "outside_paths"}
+NODE_CHANGES = {"links", "cgroups", "mounts", "sysctls", "outside_paths", "processes"}
 
 
 def test_down_leaves_the_host_as_up_found_it(

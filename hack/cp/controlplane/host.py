@@ -238,7 +238,24 @@ def snapshot() -> dict[str, Any]:
         "mounts": sorted(mount_points()),
         "sysctls": read_sysctls(),
         "outside_paths": existing_outside_paths(),
+        "processes": sorted(node_processes()),
     }
+
+
+NODE_COMMANDS = ("kubelet", "kube-scheduler", "containerd", "containerd-shim")
+
+
+def node_processes() -> list[str]:
+    """`<command> <pid>` of every running kubelet, kube-scheduler, containerd and shim."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (proc / "stat").read_text()
+                command, state = stat[stat.index("(") + 1 : stat.rindex(")")], stat.rsplit(")")[1]
+                if command.startswith(NODE_COMMANDS) and state.split()[0] not in ("Z", "X"):
+                    found.append(f"{command} {proc.name}")
+    return found
 
 
 def links() -> list[str]:

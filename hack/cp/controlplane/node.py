@@ -436,7 +436,8 @@ def kill_shims(state: State) -> list[int]:
             continue
         with contextlib.suppress(OSError):
             argv = (proc / "cmdline").read_bytes().split(b"\0")
-            if argv and argv[0].endswith(b"containerd-shim-runc-v2") and address.encode() in argv:
+            shim = os.path.basename(argv[0]).startswith(b"containerd-shim-runc-v2")
+            if shim and address.encode() in argv:
                 os.kill(int(proc.name), 9)
                 killed.append(int(proc.name))
     return killed
