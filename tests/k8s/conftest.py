@@ -229,6 +229,14 @@ class Node:
     def name(self) -> str:
         return str(self.controlplane.env.get("FERRYMAN_NODE_NAME", "localhost"))
 
+    @property
+    def in_cluster_env(self) -> dict[str, str]:
+        """What a `hostNetwork: true` pod needs for in-cluster config (there is no kube-proxy to
+        route the `kubernetes` Service): the API server's loopback address and port."""
+        address = self.controlplane.server.removeprefix("https://")
+        host, port = address.rsplit(":", 1)
+        return {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
+
     def up(self) -> None:
         """`hack/controlplane add-node`; fails (never skips) with the reason it could not start."""
         if self.is_up:

@@ -3,12 +3,14 @@ runc, from images loaded out of podman; and a host left as it was found once the
 
 from __future__ import annotations
 
+import http.server
 import io
 import json
 import shutil
 import subprocess
 import tarfile
 import textwrap
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,7 @@ pytestmark = pytest.mark.node
 
 ROOT = Path(__file__).resolve().parents[2]
 BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static: one static binary, every applet
-APPLETS = ("sh", "sleep", "cat", "echo", "ls", "hostname", "ip", "true")
+APPLETS = ("sh", "sleep", "cat", "echo", "ls", "hostname", "ip", "true", "wget")
 SUBNET_PREFIX = "10.217.0."  # hack/cp/controlplane/node.py SUBNET
 
 
@@ -111,6 +113,63 @@ def test_a_host_network_deployment_runs(
     assert {p["spec"]["nodeName"] for p in pods} == {node.name}
     host_ip = pods[0]["status"]["hostIP"]
     assert {p["status"]["podIP"] for p in pods} == {host_ip}  # the host's network
+
+
+@pytest.fixture
+def loopback_server() -> Iterator[tuple[int, str]]:
+    """An HTTP server on the host's 127.0.0.1 (like the demo CRM and PostgreSQL in tests) that
+    answers every GET with a fresh marker."""
+    marker = uuid.uuid4().hex
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(marker)))
+            self.end_headers()
+            self.wfile.write(marker.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], marker
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_host_network_pod_reaches_a_server_on_the_hosts_loopback(
+    controlplane: Any, node: Any, image: str, namespace: str, wait_for: Any, loopback_server: Any
+):
+    port, marker = loopback_server
+    script = f"wget -qO- http://127.0.0.1:{port}/; echo; echo $KUBERNETES_SERVICE_PORT"
+    env = "".join(
+        f"\n              - {{name: {k}, value: '{v}'}}" for k, v in node.in_cluster_env.items()
+    )
+    apply(
+        controlplane,
+        namespace,
+        f"""
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: client}}
+        spec:
+          hostNetwork: true
+          restartPolicy: Never
+          containers:
+          - name: main
+            image: {image}
+            imagePullPolicy: Never
+            command: ["sh", "-c", "{script}"]
+            env:{env}
+        """,
+    )
+    wait_for(lambda: pod_phase(controlplane, namespace, "client") == "Succeeded", timeout=90)
+    logs = controlplane.kubectl("logs", "-n", namespace, "client").stdout.split()
+    assert logs == [marker, node.in_cluster_env["KUBERNETES_SERVICE_PORT"]]
 
 
 def test_a_pod_network_pod_gets_its_memory_limit_and_answers_exec(

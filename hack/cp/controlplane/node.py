@@ -68,6 +68,12 @@ def add_node(state: State, timeout: float, wait: float) -> None:
         raise ControlPlaneError(f"the node is already up in {state.directory}")
     if "server" not in state.info or not any(alive(p) for p in state.processes):
         raise ControlPlaneError(f"no control plane is up in {state.directory} (run `up`)")
+    if not any(p["name"] == "kube-controller-manager" and alive(p) for p in state.processes):
+        raise ControlPlaneError(
+            "the node needs kube-controller-manager (its node-lifecycle controller lifts the "
+            "not-ready taint of a new node): bring the control plane up without "
+            "--no-controller-manager"
+        )
     if os.geteuid() != 0:
         raise ControlPlaneError(
             "the node needs root: kubelet and containerd create cgroups, mounts and network "
