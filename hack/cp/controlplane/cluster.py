@@ -243,17 +243,32 @@ def environment(state: State) -> dict[str, str]:
 
 
 def down(directory: Path, keep_logs: bool = False) -> list[str]:
-    """Stop the recorded processes, newest first (the watchdog first), then remove the state."""
+    """Remove the node (if any), stop the recorded processes, newest first (the watchdog first),
+    then remove the state."""
     state = State.load(directory)
-    stopped: list[str] = remove_node(state) if state else []
-    for process in reversed(state.processes if state else []):
-        if int(process["pid"]) != os.getpid() and alive(process):
-            stop(process)
-            stopped.append(f"{process['name']} (pid {process['pid']})")
+    if state is None:
+        if not keep_logs:
+            remove_state(directory)
+        return []
+    try:
+        stopped = remove_node(state)
+    except ControlPlaneError as error:  # stop the rest anyway; keep the state to try again
+        stop_all(state)
+        raise ControlPlaneError(f"{error}\nthe processes are stopped; run `down` again") from error
+    stopped += stop_all(state)
     if keep_logs:
         (directory / "state.json").unlink(missing_ok=True)
     else:
         remove_state(directory)
+    return stopped
+
+
+def stop_all(state: State) -> list[str]:
+    stopped = []
+    for process in reversed(state.processes):
+        if int(process["pid"]) != os.getpid() and alive(process):
+            stop(process)
+            stopped.append(f"{process['name']} (pid {process['pid']})")
     return stopped
 
 

@@ -112,11 +112,10 @@ def machine_slot(wait: float) -> Iterator[None]:
 
 
 def machine_busy() -> str | None:
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            with contextlib.suppress(OSError):
-                if (proc / "comm").read_text().strip() == "kubelet":
-                    return f"kubelet runs (pid {proc.name})"
+    for process in host.node_processes():  # running ones: an unreaped zombie does not count
+        command, pid = process.split()
+        if command == "kubelet":
+            return f"kubelet runs (pid {pid})"
     if cgroups := host.kubepods_cgroups():
         return f"{cgroups[0]} exists (remove it when empty if no kubelet uses it)"
     if host.link_exists(BRIDGE):
@@ -136,32 +135,41 @@ def record_host(state: State) -> None:
     state.save()
 
 
+NODE_DIRS = (
+    "containerd",
+    "cni/net.d",
+    "cni/ipam",
+    "kubelet",
+    "kubelet-pki",
+    "pod-logs",
+    "volume-plugins",
+    "scheduler",
+    "work",
+)
+
+
 def start(state: State, tools: dict[str, Path], cni_bin: Path, until: float) -> None:
     directory = node_dir(state)
-    for sub in (
-        "containerd",
-        "cni/net.d",
-        "cni/ipam",
-        "kubelet",
-        "kubelet-pki",
-        "pod-logs",
-        "volume-plugins",
-        "scheduler",
-        "work",
-    ):
+    for sub in NODE_DIRS:
         (directory / sub).mkdir(parents=True, exist_ok=True)
     link_tools(state, tools)
     write_certificates(state)
     write_cni_config(directory)
-    t0 = time.monotonic()
+    started = time.monotonic()
     start_containerd(state, cni_bin, until)
-    ctr = state.directory / "bin" / "ctr"
-    import_pause(ctr, str(socket_path(state)), directory / "work")
-    t1 = time.monotonic()
+    import_pause(state.directory / "bin" / "ctr", str(socket_path(state)), directory / "work")
+    runtime = time.monotonic()
     start_scheduler(state, until)
     start_kubelet(state, until)
-    t2 = time.monotonic()
-    state.info["node"]["timings"] = {"containerd": round(t1 - t0, 2), "kubelet": round(t2 - t1, 2)}
+    log(
+        f"containerd and the pause image in {format_seconds(runtime - started)}, "
+        f"kube-scheduler and kubelet (Ready) in {format_seconds(time.monotonic() - runtime)}"
+    )
+    publish_env(state)
+
+
+def publish_env(state: State) -> None:
+    """What `env` prints gains the node: ctr finds its containerd, scripts its name."""
     env = state.info.setdefault("env", {})
     env.update(
         CONTAINERD_ADDRESS=str(socket_path(state)),
@@ -379,11 +387,23 @@ def node_ready(state: State) -> bool:
 
 def remove_node(state: State, delete_object: bool = False) -> list[str]:
     """Stop the node's processes (by pid), remove every container, mount, link, cgroup and file
-    it made, and restore the kernel settings kubelet changed. Safe to run again."""
+    it made, and restore the kernel settings kubelet changed. Safe to run again: the state
+    forgets the node only once all of that is done."""
     info = state.info.get("node")
     if info is None:
         return []
-    done: list[str] = []
+    done = stop_node(state)
+    done += undo_host(Path(info["dir"]), info)
+    if delete_object:
+        done += delete_node_object(state)
+    forget_node(state)
+    return done
+
+
+def stop_node(state: State) -> list[str]:
+    """kubelet and kube-scheduler first (nothing restarts a container then), every container,
+    containerd, and any shim that outlived it."""
+    done = []
     processes = {p["name"]: p for p in state.processes if p["name"] in NODE_PROCESSES}
     for name in ("kubelet", "kube-scheduler"):
         if name in processes and alive(processes[name]):
@@ -393,32 +413,34 @@ def remove_node(state: State, delete_object: bool = False) -> list[str]:
         done += remove_containers(state)
         stop(processes["containerd"])
         done.append(f"stopped containerd (pid {processes['containerd']['pid']})")
-    done += [f"killed shim {pid}" for pid in kill_shims(state)]
-    directory = Path(info["dir"])
-    done += [f"removed cgroup {c}" for c in host.remove_cgroups(host.kubepods_cgroups())]
+    return done + [f"killed shim {pid}" for pid in kill_shims(state)]
+
+
+def undo_host(directory: Path, info: dict[str, Any]) -> list[str]:
+    done = [f"removed cgroup {c}" for c in host.remove_cgroups(host.kubepods_cgroups())]
     done += [f"unmounted {m}" for m in host.unmount_under(directory)]
     if host.link_exists(BRIDGE):
         host.delete_link(BRIDGE)
         done.append(f"deleted link {BRIDGE}")
     done += [f"restored {s}" for s in host.restore_sysctls(info["sysctls"])]
     done += [f"removed {p}" for p in host.remove_outside_paths(info["outside_paths"])]
-    if delete_object:
-        done += delete_node_object(state)
     if directory.exists():
         subprocess.run(["rm", "-rf", "--one-file-system", str(directory)], check=False)
+    return done
+
+
+def forget_node(state: State) -> None:
     state.processes = [p for p in state.processes if p["name"] not in NODE_PROCESSES]
     del state.info["node"]
-    for name in NODE_TOOLS:
-        state.info["bin"].pop(name, None)
-        (state.directory / "bin" / name).unlink(missing_ok=True)
     env = state.info.get("env", {})
     for key in ("CONTAINERD_ADDRESS", "CONTAINERD_NAMESPACE", "FERRYMAN_NODE_NAME"):
         env.pop(key, None)
     for name in NODE_TOOLS:
+        state.info["bin"].pop(name, None)
+        (state.directory / "bin" / name).unlink(missing_ok=True)
         env.pop(f"FERRYMAN_{name.upper().replace('-', '_')}", None)
     if state.file.exists():
         state.save()
-    return done
 
 
 def remove_containers(state: State) -> list[str]:
