@@ -224,6 +224,7 @@ class Node:
     def __init__(self, controlplane: ControlPlane) -> None:
         self.controlplane = controlplane
         self.is_up = False
+        self.images: list[str] = []  # loaded so far: loaded again if the node is restarted
 
     @property
     def name(self) -> str:
@@ -249,6 +250,10 @@ class Node:
         self.is_up = True
         state = json.loads((self.controlplane.state_dir / "state.json").read_text())
         self.controlplane.env.update(state["env"])
+        for ref in self.images:  # a new node has an empty containerd
+            exists = subprocess.run(["podman", "image", "exists", ref], check=False)
+            if exists.returncode == 0:  # (its owner may have removed it since)
+                self.load_image(ref)
 
     def down(self) -> None:
         """`hack/controlplane remove-node`: the control plane stays up."""
@@ -264,6 +269,8 @@ class Node:
             "load-image", "--state-dir", str(self.controlplane.state_dir), ref
         )
         assert result.returncode == 0, f"load-image {ref} failed:\n{result.stderr}"
+        if ref not in self.images:
+            self.images.append(ref)
 
 
 @pytest.fixture(scope="session")

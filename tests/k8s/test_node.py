@@ -433,3 +433,28 @@ def test_a_state_dir_too_long_for_the_sockets_is_refused_before_anything_starts(
     assert result.returncode == 1
     assert "use a shorter --state-dir" in result.stderr
     assert not state_dir.exists()
+
+
+def test_images_loaded_before_a_node_restart_run_after_it(
+    controlplane: Any, node_control: Any, image: str, namespace: str, wait_for: Any
+):
+    node_control.down()
+    node_control.up()  # a fresh containerd: the fixture loads its images again
+    apply(
+        controlplane,
+        namespace,
+        f"""
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: again}}
+        spec:
+          restartPolicy: Never
+          containers:
+          - name: main
+            image: {image}
+            imagePullPolicy: Never
+            command: ["echo", "still here"]
+        """,
+    )
+    wait_for(lambda: pod_phase(controlplane, namespace, "again") == "Succeeded", timeout=90)
+    assert controlplane.kubectl("logs", "-n", namespace, "again").stdout == "still here\n"
