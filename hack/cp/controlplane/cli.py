@@ -52,7 +52,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_down(args: argparse.Namespace) -> int:
     stopped = down(args.state_dir)
-    log(f"stopped {', '.join(stopped)}" if stopped else f"nothing was running in {args.state_dir}")
+    log("; ".join(stopped) if stopped else f"nothing was running in {args.state_dir}")
     return 0
 
 

@@ -268,7 +268,7 @@ def stop_all(state: State) -> list[str]:
     for process in reversed(state.processes):
         if int(process["pid"]) != os.getpid() and alive(process):
             stop(process)
-            stopped.append(f"{process['name']} (pid {process['pid']})")
+            stopped.append(f"stopped {process['name']} (pid {process['pid']})")
     return stopped
 
 
