@@ -210,6 +210,17 @@ def test_a_pod_network_pod_gets_its_memory_limit_and_answers_exec(
         "exec", "-n", namespace, "limited", "--", "ip", "-4", "addr"
     ).stdout
     assert pod["status"]["podIP"] in addresses
+    # only the bridge's subnet is routed: no default route, so no traffic leaves the machine
+    routes = controlplane.kubectl("exec", "-n", namespace, "limited", "--", "ip", "route").stdout
+    assert routes.split() == [
+        f"{SUBNET_PREFIX}0/24",
+        "dev",
+        "eth0",
+        "scope",
+        "link",
+        "src",
+        pod["status"]["podIP"],
+    ]
 
 
 def test_a_job_runs_to_complete_and_its_logs_are_read(
