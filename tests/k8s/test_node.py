@@ -288,6 +288,24 @@ def test_a_loaded_image_runs_with_its_own_files(
     assert controlplane.kubectl("logs", "-n", namespace, "loaded").stdout == marker
 
 
+def test_env_points_ctr_at_the_nodes_containerd(controlplane: Any, node: Any, image: str):
+    script = f'eval "$(hack/controlplane env --state-dir {controlplane.state_dir})"\n'
+    script += "ctr images ls -q\necho node=$FERRYMAN_NODE_NAME\n"
+    shell = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert shell.returncode == 0, shell.stderr
+    lines = shell.stdout.splitlines()
+    assert {"localhost/pause:3.10", image} <= set(lines)  # the sandbox image, built here
+    assert lines[-1] == f"node={node.name}"
+
+
 def test_load_image_names_a_missing_image(controlplane_cli: Any, node: Any):
     result = controlplane_cli(
         "load-image", "--state-dir", str(node.controlplane.state_dir), "localhost/no-such:1"
