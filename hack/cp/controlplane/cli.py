@@ -15,8 +15,9 @@ from . import host
 from .cluster import default_state_dir, down, up, watch
 from .common import REPO, ControlPlaneError, format_seconds, log
 from .gobuild import binaries, build, cp_cache, default_jobs
-from .node import add_node, load, remove_node
+from .node import add_node, load
 from .processes import State
+from .teardown import remove_node
 
 
 def cmd_build(args: argparse.Namespace) -> int:

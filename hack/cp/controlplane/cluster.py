@@ -14,9 +14,11 @@ from typing import Any
 from .common import REPO, ControlPlaneError, log
 from .gobuild import build, default_jobs
 from .host import unmount_under
-from .node import NODE_TOOLS, add_node, check_path_length, remove_node
+from .node import add_node
+from .nodeconfig import NODE_TOOLS, check_path_length
 from .pki import admin_context, make_pki, write_kubeconfig
 from .processes import State, alive, free_port, http_ok, spawn, start_retrying, start_time, stop
+from .teardown import remove_node
 from .versions import VERSIONS
 
 SERVICE_CIDR = "10.0.0.0/24"

@@ -1,10 +1,9 @@
-"""A real node for the local control plane: containerd (with Debian's runc and CNI plugins),
-kube-scheduler and kubelet, so pods run on this machine.
+"""Adding a real node to the local control plane: containerd (with Debian's runc and CNI
+plugins), kube-scheduler and kubelet, so pods run on this machine.
 
-Every setting below that differs from a default was required on a cgroup-v1 VM without systemd
-and without CAP_SYS_RESOURCE; docs/development.md lists each with the error it fixes. All of the
-node's state lives in <state-dir>/node/; what kubelet changes elsewhere on the host is recorded
-before it starts and undone by `remove_node` (see host.py).
+Their settings are in nodeconfig.py. All of the node's state lives in <state-dir>/node/; what
+kubelet changes elsewhere on the host is recorded before it starts (host.py) and undone by
+teardown.remove_node.
 """
 
 from __future__ import annotations
@@ -24,39 +23,22 @@ from typing import Any
 from . import host
 from .common import ControlPlaneError, format_seconds, log
 from .gobuild import build, cp_cache, default_jobs
-from .images import NAMESPACE, PAUSE_IMAGE, import_pause, load_image
+from .images import NAMESPACE, import_pause, load_image
+from .nodeconfig import (
+    BRIDGE,
+    NODE_NAME,
+    NODE_TOOLS,
+    SUBNET,
+    check_path_length,
+    containerd_config,
+    kubelet_config,
+    node_dir,
+    socket_path,
+    write_cni_config,
+)
 from .pki import admin_context, issue, write_kubeconfig
-from .processes import State, alive, free_port, http_ok, spawn, stop, wait_until
-
-NODE_NAME = "localhost"  # resolves to 127.0.0.1 everywhere, where kubelet listens (see docs)
-BRIDGE = "ferryman0"
-SUBNET = "10.217.0.0/24"
-NODE_PROCESSES = ("containerd", "kube-scheduler", "kubelet")
-NODE_TOOLS = ("kubelet", "kube-scheduler", "containerd", "containerd-shim-runc-v2", "ctr")
-
-
-def node_dir(state: State) -> Path:
-    return state.directory / "node"
-
-
-def socket_path(state: State) -> Path:
-    return node_dir(state) / "containerd.sock"
-
-
-# Unix socket paths are limited (containerd refuses more than 104 bytes); the longest of the
-# node's are containerd's ttrpc socket and kubelet's pod-resources socket.
-LONGEST_SOCKET = "node/kubelet/pod-resources/kubelet.sock"
-MAX_STATE_DIR = 104 - 1 - len(LONGEST_SOCKET)
-
-
-def check_path_length(directory: Path) -> None:
-    length = len(str(directory))
-    if length > MAX_STATE_DIR:
-        raise ControlPlaneError(
-            f"the state directory {directory} is {length} characters long; the node's "
-            f"unix sockets need it at most {MAX_STATE_DIR}: use a shorter --state-dir"
-        )
-
+from .processes import State, alive, free_port, http_ok, spawn, wait_until
+from .teardown import remove_node
 
 # ---- add ----------------------------------------------------------------------------------
 
@@ -201,75 +183,6 @@ def write_certificates(state: State) -> None:
     write_kubeconfig(directory / "scheduler.kubeconfig", state.info["server"], pki, "scheduler")
 
 
-def write_cni_config(directory: Path) -> None:
-    """A bridge of our own name and subnet; no NAT (ipMasq false: no iptables rule, and pods on
-    this network reach only this machine); IP allocations kept in the node's directory."""
-    conflist = {
-        "cniVersion": "1.0.0",
-        "name": "ferryman",
-        "plugins": [
-            {
-                "type": "bridge",
-                "bridge": BRIDGE,
-                "isGateway": True,
-                "ipMasq": False,
-                "hairpinMode": True,
-                "ipam": {
-                    "type": "host-local",
-                    "ranges": [[{"subnet": SUBNET}]],
-                    "dataDir": str(directory / "cni" / "ipam"),
-                },
-            }
-        ],
-    }
-    (directory / "cni" / "net.d" / "10-ferryman.conflist").write_text(json.dumps(conflist))
-
-
-def containerd_config(state: State, cni_bin: Path) -> str:
-    base = node_dir(state) / "containerd"
-    sock = socket_path(state)
-    return f"""\
-version = 3
-root = "{base / "root"}"
-state = "{base / "state"}"
-imports = []
-
-[grpc]
-  address = "{sock}"
-
-[ttrpc]
-  address = "{sock}.ttrpc"
-
-[plugins]
-  [plugins.'io.containerd.cri.v1.images']
-    snapshotter = "overlayfs"
-    [plugins.'io.containerd.cri.v1.images'.pinned_images]
-      sandbox = "{PAUSE_IMAGE}"
-
-  [plugins.'io.containerd.cri.v1.runtime']
-    restrict_oom_score_adj = true
-    netns_mounts_under_state_dir = true
-    [plugins.'io.containerd.cri.v1.runtime'.cni]
-      bin_dirs = ["{cni_bin}"]
-      conf_dir = "{node_dir(state) / "cni" / "net.d"}"
-    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-      SystemdCgroup = false
-
-  [plugins.'io.containerd.grpc.v1.cri']
-    stream_server_address = "127.0.0.1"
-    stream_server_port = "0"
-
-  [plugins.'io.containerd.nri.v1.nri']
-    disable = true
-
-  [plugins.'io.containerd.internal.v1.opt']
-    path = "{base / "opt"}"
-
-  [plugins.'io.containerd.image-verifier.v1.bindir']
-    bin_dir = "{base / "opt" / "image-verifier"}"
-"""
-
-
 def start_containerd(state: State, cni_bin: Path, until: float) -> None:
     config = node_dir(state) / "containerd" / "config.toml"
     config.write_text(containerd_config(state, cni_bin))
@@ -310,42 +223,6 @@ def start_scheduler(state: State, until: float) -> None:
     )
 
 
-def kubelet_config(state: State, port: int, healthz_port: int) -> dict[str, Any]:
-    directory = node_dir(state)
-    return {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        "failCgroupV1": False,  # kubelet >= 1.35 refuses cgroup v1 hosts without it
-        "cgroupDriver": "cgroupfs",  # no systemd
-        "failSwapOn": False,  # CI machines have swap
-        "containerRuntimeEndpoint": f"unix://{socket_path(state)}",
-        "address": "127.0.0.1",  # the kubelet API stays off the network
-        "port": port,
-        "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1",
-        "healthzPort": healthz_port,
-        "authentication": {
-            "anonymous": {"enabled": False},
-            "webhook": {"enabled": True},
-            "x509": {"clientCAFile": str(state.directory / "pki" / "ca.crt")},
-        },
-        "authorization": {"mode": "Webhook"},
-        "makeIPTablesUtilChains": False,  # else KUBE-* chains and a DROP rule in the host's tables
-        "podLogsDir": str(directory / "pod-logs"),
-        "volumePluginDir": str(directory / "volume-plugins"),
-        # local images cannot be pulled again: never garbage-collect them
-        "imageGCHighThresholdPercent": 100,
-        "imageGCLowThresholdPercent": 99,
-        # a developer's disk is often fuller than kubelet's defaults allow (pods would be evicted)
-        "evictionHard": {
-            "memory.available": "100Mi",
-            "nodefs.available": "1%",
-            "nodefs.inodesFree": "1%",
-            "imagefs.available": "1%",
-        },
-    }
-
-
 def start_kubelet(state: State, until: float) -> None:
     directory = node_dir(state)
     port, healthz_port = free_port(), free_port()
@@ -380,108 +257,6 @@ def node_ready(state: State) -> bool:
     return conditions.get("Ready") == "True" and not any(
         key.startswith("node.kubernetes.io/") for key in taints
     )
-
-
-# ---- remove -------------------------------------------------------------------------------
-
-
-def remove_node(state: State, delete_object: bool = False) -> list[str]:
-    """Stop the node's processes (by pid), remove every container, mount, link, cgroup and file
-    it made, and restore the kernel settings kubelet changed. Safe to run again: the state
-    forgets the node only once all of that is done."""
-    info = state.info.get("node")
-    if info is None:
-        return []
-    done = stop_node(state)
-    done += undo_host(Path(info["dir"]), info)
-    if delete_object:
-        done += delete_node_object(state)
-    forget_node(state)
-    return done
-
-
-def stop_node(state: State) -> list[str]:
-    """kubelet and kube-scheduler first (nothing restarts a container then), every container,
-    containerd, and any shim that outlived it."""
-    done = []
-    processes = {p["name"]: p for p in state.processes if p["name"] in NODE_PROCESSES}
-    for name in ("kubelet", "kube-scheduler"):
-        if name in processes and alive(processes[name]):
-            stop(processes[name])
-            done.append(f"stopped {name} (pid {processes[name]['pid']})")
-    if "containerd" in processes and alive(processes["containerd"]):
-        done += remove_containers(state)
-        stop(processes["containerd"])
-        done.append(f"stopped containerd (pid {processes['containerd']['pid']})")
-    return done + [f"killed shim {pid}" for pid in kill_shims(state)]
-
-
-def undo_host(directory: Path, info: dict[str, Any]) -> list[str]:
-    done = [f"removed cgroup {c}" for c in host.remove_cgroups(host.kubepods_cgroups())]
-    done += [f"unmounted {m}" for m in host.unmount_under(directory)]
-    if host.link_exists(BRIDGE):
-        host.delete_link(BRIDGE)
-        done.append(f"deleted link {BRIDGE}")
-    done += [f"restored {s}" for s in host.restore_sysctls(info["sysctls"])]
-    done += [f"removed {p}" for p in host.remove_outside_paths(info["outside_paths"])]
-    if directory.exists():
-        subprocess.run(["rm", "-rf", "--one-file-system", str(directory)], check=False)
-    return done
-
-
-def forget_node(state: State) -> None:
-    state.processes = [p for p in state.processes if p["name"] not in NODE_PROCESSES]
-    del state.info["node"]
-    env = state.info.get("env", {})
-    for key in ("CONTAINERD_ADDRESS", "CONTAINERD_NAMESPACE", "FERRYMAN_NODE_NAME"):
-        env.pop(key, None)
-    for name in NODE_TOOLS:
-        state.info["bin"].pop(name, None)
-        (state.directory / "bin" / name).unlink(missing_ok=True)
-        env.pop(f"FERRYMAN_{name.upper().replace('-', '_')}", None)
-    if state.file.exists():
-        state.save()
-
-
-def remove_containers(state: State) -> list[str]:
-    """Kill and delete every container in the node's containerd (pods' and sandboxes')."""
-    ctr = [str(state.directory / "bin" / "ctr"), "--address", str(socket_path(state))]
-    ctr += ["--namespace", NAMESPACE]
-    listed = subprocess.run([*ctr, "containers", "ls", "-q"], capture_output=True, text=True)
-    ids = listed.stdout.split()
-    for container in ids:
-        subprocess.run([*ctr, "tasks", "delete", "--force", container], capture_output=True)
-        subprocess.run([*ctr, "containers", "delete", container], capture_output=True)
-    return [f"removed {len(ids)} containers"] if ids else []
-
-
-def kill_shims(state: State) -> list[int]:
-    """Shims outlive containerd; ours are the ones started with our containerd's address."""
-    address = str(socket_path(state))
-    killed = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-            shim = os.path.basename(argv[0]).startswith(b"containerd-shim-runc-v2")
-            if shim and address.encode() in argv:
-                os.kill(int(proc.name), 9)
-                killed.append(int(proc.name))
-    return killed
-
-
-def delete_node_object(state: State) -> list[str]:
-    """Delete the Node, so the pod garbage collector removes its pods from the API."""
-    request = urllib.request.Request(
-        f"{state.info['server']}/api/v1/nodes/{NODE_NAME}", method="DELETE"
-    )
-    context = admin_context(state.directory / "pki")
-    try:
-        with urllib.request.urlopen(request, timeout=5, context=context):
-            return [f"deleted Node {NODE_NAME}"]
-    except OSError:
-        return []
 
 
 # ---- images -------------------------------------------------------------------------------
