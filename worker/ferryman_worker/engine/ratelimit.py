@@ -9,12 +9,16 @@ trusted for ``lease_seconds``, so a pause reaches every process within that time
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Callable
 
+from ferryman_worker import metrics
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+
+log = logging.getLogger("ferryman.engine")
 
 UNLIMITED = 1e12
 """Capacity and refill of a credential with no declared budget: only 429s pause it."""
@@ -52,6 +56,7 @@ class Budget:
         self._tokens = 0.0
         self._leased_at = float("-inf")
         self._ensured = False
+        self._paused_until = 0.0
         self.waited = 0.0
 
     def reserve(self, conn: Connection, cost: float) -> None:
@@ -67,6 +72,7 @@ class Budget:
                 wait = self._lease(conn, max(cost, self.chunk) - self._tokens, cost)
             if wait > 0:
                 self.waited += wait
+                metrics.token_wait(self.credential, wait)
                 self._sleep(wait)
 
     def pause(self, conn: Connection, seconds: float) -> None:
@@ -74,6 +80,16 @@ class Budget:
         with self._lock:
             self._tokens = 0.0
             conn.execute(_q("pause_budget"), {"credential": self.credential, "seconds": seconds})
+            now = time.monotonic()
+            until = now + seconds
+            if until > self._paused_until:
+                metrics.paused(self.credential, until - max(now, self._paused_until))
+                self._paused_until = until
+                log.info(
+                    "source credential %s paused for %gs: the source answered 429",
+                    self.credential,
+                    seconds,
+                )
 
     def _lease(self, conn: Connection, want: float, cost: float) -> float:
         """Lease up to ``want`` tokens; returns seconds to wait before trying again (0: got)."""
@@ -94,6 +110,8 @@ class Budget:
             self._ensured = False
             return 0.1
         self._tokens += float(row["granted"])
+        if self.capacity < UNLIMITED:
+            metrics.tokens(self.credential, leased=float(row["granted"]))
         self._leased_at = time.monotonic()
         if float(row["paused_for"]) > 0:
             return float(row["paused_for"])

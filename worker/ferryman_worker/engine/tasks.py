@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ferryman_worker import logs
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import walks
@@ -34,6 +35,8 @@ def _q(name: str) -> str:
 @job(TASK_JOB, queue=LANE, pass_context=True, pressure=True, max_attempts=25)
 def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
     """Claim task ``task_id`` or exit; walk it; finish it with the job, in one commit."""
+    logs.run_id.set(run_id)  # for the rest of this job (the worker gives each job its context)
+    logs.task_id.set(task_id)
     task = ctx.conn.execute(_q("claim_task"), {"task_id": task_id, "job_id": ctx.job.id}).fetchone()
     if task is None:
         return  # another job has it, it is finished, or its phase is not open: nothing to do
