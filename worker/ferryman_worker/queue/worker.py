@@ -88,6 +88,8 @@ class Worker:
         self.health = (
             health.HealthServer(self, settings.metrics_port) if settings.metrics_port else None
         )
+        if self.health is not None:
+            metrics.enable()  # record what /metrics serves
 
     # -- life cycle ---------------------------------------------------------------------------
 
