@@ -4,9 +4,13 @@
 Uses FERRYMAN_DATABASE_URL's server, or starts an embedded one (fsync on). Each scenario gets a
 fresh database. Prints a table, then as its LAST line one JSON object with enqueue_per_s,
 bulk_enqueue_per_s, drain_per_s_1, drain_per_s_4, wake_p50_ms, wake_p95_ms, wake_p99_ms and
-batch_overhead_pct (10,000 no-op jobs in one batch vs not, drained by 4 threads, same run).
+batch_overhead_pct (10,000 no-op jobs in one batch vs not, drained by 4 threads, same run), and
+metrics_overhead_pct (the same drain with the worker's Prometheus metrics recording and scraped
+every second vs off, in alternating rounds: the median drain time's difference;
+metrics_overhead_cpu_pct: of this process's CPU per job) with the load average beside them.
 
-    .venv/bin/python hack/bench/queue.py [--jobs 10000] [--rounds 3]
+    .venv/bin/python hack/bench/queue.py [--jobs 10000] [--rounds 3] [--metrics-rounds 6]
+    .venv/bin/python hack/bench/queue.py --metrics-only   # just the metrics overhead
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ import argparse
 import json
 import os
 import statistics
+import threading
 import time
 
+from ferryman_worker import metrics
 from ferryman_worker.db import connect, databases
 from ferryman_worker.queue import Registry, batch, enqueue, enqueue_many, job
 from ferryman_worker.queue.worker import Worker
@@ -130,6 +136,56 @@ def bench_wake(dbs: databases.Scratchpad, count: int = 200, spacing: float = 0.0
     return latencies
 
 
+def bench_metrics(dbs: databases.Scratchpad, jobs: int, rounds: int) -> dict[str, float]:
+    """Drain ``jobs`` no-op jobs on a lane of 4 with metrics off and on, alternating which goes
+    first each round (drift on a busy machine hits both alike); medians of the rounds."""
+    seconds: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    for round_no in range(rounds):
+        for on in (False, True) if round_no % 2 == 0 else (True, False):
+            elapsed, cpu_per_job = _metrics_round(dbs, jobs, on)
+            seconds[on].append(elapsed)
+            cpu[on].append(cpu_per_job)
+    off_s, on_s = statistics.median(seconds[False]), statistics.median(seconds[True])
+    off_cpu, on_cpu = statistics.median(cpu[False]), statistics.median(cpu[True])
+    return {
+        "metrics_off_drain_s": off_s,
+        "metrics_on_drain_s": on_s,
+        "metrics_overhead_pct": (on_s - off_s) / off_s * 100,
+        "metrics_overhead_cpu_pct": (on_cpu - off_cpu) / off_cpu * 100,
+        "load_avg_1m": os.getloadavg()[0],
+    }
+
+
+def _metrics_round(dbs: databases.Scratchpad, jobs: int, on: bool) -> tuple[float, float]:
+    """One drain: its seconds and this process's CPU seconds per job."""
+    with dbs.fresh() as url:
+        with connect.connect(url) as conn:
+            enqueue_many([noop.call() for _ in range(jobs)], conn=conn)
+            conn.execute("VACUUM ANALYZE ferryman_jobs")
+        stop = threading.Event()
+        scraper = threading.Thread(target=_scrape_every_second, args=(stop,), daemon=True)
+        (metrics.enable if on else metrics.disable)()
+        if on:
+            scraper.start()
+        cpu0 = time.process_time()
+        try:
+            elapsed = drain(url, "default:4", jobs)
+        finally:
+            cpu1 = time.process_time()
+            stop.set()
+            metrics.disable()
+        if on:
+            scraper.join()
+    return elapsed, (cpu1 - cpu0) / jobs
+
+
+def _scrape_every_second(stop: threading.Event) -> None:
+    """What Prometheus does to a worker, more often than it would."""
+    while not stop.wait(1.0):
+        metrics.exposition()
+
+
 def percentile(values: list[float], pct: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
@@ -139,10 +195,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3, help="batch-overhead rounds (median)")
+    parser.add_argument(
+        "--metrics-rounds", type=int, default=6, help="metrics-overhead rounds (median)"
+    )
+    parser.add_argument(
+        "--metrics-only", action="store_true", help="measure the metrics overhead alone"
+    )
     args = parser.parse_args()
     with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
         dbs = databases.Scratchpad(admin_url, "ferryman_bench")
+        if args.metrics_only:
+            results = bench_metrics(dbs, args.jobs, args.metrics_rounds)
+            report_metrics(results)
+            print(json.dumps({key: round(value, 2) for key, value in results.items()}))
+            return
         results = run(dbs, args.jobs, args.rounds)
+        results |= bench_metrics(dbs, args.jobs, args.metrics_rounds)
     report(results)
 
 
@@ -192,6 +260,7 @@ def report(results: dict[str, float]) -> None:
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
+    report_metrics(results)
     keys = [
         "enqueue_per_s",
         "bulk_enqueue_per_s",
@@ -201,8 +270,20 @@ def report(results: dict[str, float]) -> None:
         "wake_p95_ms",
         "wake_p99_ms",
         "batch_overhead_pct",
+        "metrics_overhead_pct",
+        "metrics_overhead_cpu_pct",
+        "load_avg_1m",
     ]
     print(json.dumps({key: round(results[key], 2) for key in keys}))
+
+
+def report_metrics(results: dict[str, float]) -> None:
+    print(
+        f"drain 10,000, metrics off vs on: {results['metrics_off_drain_s']:.2f} s vs"
+        f" {results['metrics_on_drain_s']:.2f} s: {results['metrics_overhead_pct']:+.1f} %"
+        f" (CPU per job {results['metrics_overhead_cpu_pct']:+.1f} %;"
+        f" load average {results['load_avg_1m']:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -276,7 +276,8 @@ def _add_worker(commands: Any) -> None:
     worker.add_argument(
         "--metrics-port",
         type=int,
-        help="serve GET /livez and /readyz on this port (FERRYMAN_METRICS_PORT; default 0 = off)",
+        help="serve GET /metrics, /livez and /readyz on this port (FERRYMAN_METRICS_PORT; "
+        "default 0 = off)",
     )
     worker.add_argument("--migrate", action="store_true", help="apply schema migrations first")
     worker.set_defaults(handler=cmd_worker)

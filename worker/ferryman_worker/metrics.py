@@ -25,6 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import psycopg
 import psycopg_pool
@@ -184,14 +185,45 @@ def lanes(widths: dict[str, int]) -> None:
             LANE_BUSY.labels(lane)
 
 
+class _JobSeries:
+    """A job name's series on one queue, looked up once (``labels()`` costs a lock and a
+    dict per call; a job pays for five of them otherwise)."""
+
+    def __init__(self, queue: str, job: str) -> None:
+        self.queue, self.job = queue, job
+        self.claimed = JOBS_CLAIMED.labels(queue, job)
+        self.seconds = JOB_SECONDS.labels(queue, job)
+        self.wake = WAKE_SECONDS.labels(queue)
+        self.busy = LANE_BUSY.labels(queue)
+        self.finished: dict[str, Any] = {}
+
+    def outcome(self, outcome: str) -> Any:
+        child = self.finished.get(outcome)
+        if child is None:
+            child = JOBS_FINISHED.labels(self.queue, self.job, _OUTCOMES.get(outcome, outcome))
+            self.finished[outcome] = child
+        return child
+
+
+_job_series: dict[tuple[str, str], _JobSeries] = {}
+
+
+def _series(queue: str, job: str) -> _JobSeries:
+    series = _job_series.get((queue, job))
+    if series is None:
+        series = _job_series.setdefault((queue, job), _JobSeries(queue, job))
+    return series
+
+
 def job_started(queue: str, job: str, due: datetime.datetime) -> float:
     """A job was claimed; returns the start time to hand to ``job_ended``."""
     if not _on:
         return 0.0
     now = time.time()
-    JOBS_CLAIMED.labels(queue, job).inc()
-    WAKE_SECONDS.labels(queue).observe(max(0.0, now - due.timestamp()))
-    LANE_BUSY.labels(queue).inc()
+    series = _series(queue, job)
+    series.claimed.inc()
+    series.wake.observe(max(0.0, now - due.timestamp()))
+    series.busy.inc()
     return now
 
 
@@ -199,9 +231,10 @@ def job_ended(queue: str, job: str, outcome: str, started: float) -> None:
     """The claimed job's outcome (the value of ``runner.Outcome``) has been decided."""
     if not _on or not started:
         return
-    JOBS_FINISHED.labels(queue, job, _OUTCOMES.get(outcome, outcome)).inc()
-    JOB_SECONDS.labels(queue, job).observe(time.time() - started)
-    LANE_BUSY.labels(queue).dec()
+    series = _series(queue, job)
+    series.outcome(outcome).inc()
+    series.seconds.observe(time.time() - started)
+    series.busy.dec()
 
 
 # -- hooks: the engine ---------------------------------------------------------------------------
