@@ -70,6 +70,9 @@ def test_text_lines_carry_the_ids_and_json_keeps_the_traceback() -> None:
         entry["exception"].startswith("Traceback") and "ValueError: bad value" in entry["exception"]
     )
     assert entry["time"].endswith("Z") and "run_id" not in entry
+    ref = {"kind": "MigrationRun", "namespace": "team-a", "name": "acme-crm", "uid": "u"}
+    logger.info("admitted", extra={"k8s_ref": ref})  # as kopf's per-object logger does
+    assert json.loads(stream.getvalue().splitlines()[-1])["object"] == "team-a/acme-crm"
 
 
 def test_the_format_defaults_to_text_on_a_terminal_and_json_elsewhere() -> None:

@@ -2,7 +2,8 @@
 
 Two formats: ``text`` (one readable line, for a terminal) and ``json`` (one JSON object per line,
 for a log collector: ``time``, ``level``, ``logger``, ``message``, the ``run_id``, ``task_id``
-and ``job_id`` that apply, ``exception`` with the traceback when there is one). The ids come
+and ``job_id`` that apply, ``object`` (``namespace/name``) on a kopf handler's lines about a
+MigrationRun, ``exception`` with the traceback when there is one). The ids come
 from context variables that the queue's runner (the job) and the engine (the run and task) set
 around the work they do, so every line logged meanwhile on that thread carries them.
 
@@ -93,6 +94,9 @@ class JsonFormatter(logging.Formatter):
             value = var.get()
             if value is not None:
                 entry[name] = value
+        obj = _object(record)
+        if obj is not None:
+            entry["object"] = obj
         if record.threadName and record.threadName != "MainThread":
             entry["thread"] = record.threadName
         if record.exc_info:
@@ -111,7 +115,19 @@ class TextFormatter(logging.Formatter):
     def formatMessage(self, record: logging.LogRecord) -> str:
         line = super().formatMessage(record)
         tags = [f"{name[:-3]}={var.get()}" for name, var in _IDS if var.get() is not None]
+        obj = _object(record)
+        if obj is not None:
+            tags.insert(0, obj)
         return f"{line} [{' '.join(tags)}]" if tags else line
+
+
+def _object(record: logging.LogRecord) -> str | None:
+    """``namespace/name`` of the Kubernetes object a kopf handler logs about (its ``k8s_ref``)."""
+    ref = getattr(record, "k8s_ref", None)
+    if not isinstance(ref, dict) or not ref.get("name"):
+        return None
+    namespace = ref.get("namespace")
+    return f"{namespace}/{ref['name']}" if namespace else str(ref["name"])
 
 
 def _utc(created: float) -> str:
