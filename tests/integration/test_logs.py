@@ -6,6 +6,9 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import subprocess
+import sys
 
 from faulty import PASSWORD, TOKEN, faulty_crm, worker_process
 from migration import request, start_run, wait_finished
@@ -82,3 +85,30 @@ def test_the_format_defaults_to_text_on_a_terminal_and_json_elsewhere() -> None:
 
     assert logs.default_format(Terminal()) == "text"
     assert logs.default_format(io.StringIO()) == "json"
+
+
+def _ferryman(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("FERRYMAN_LOG")}
+    return subprocess.run(
+        [sys.executable, "-m", "ferryman_worker.cli", *args],
+        env={**environment, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_a_refused_setting_is_one_json_line_off_a_terminal_and_plain_text_when_asked() -> None:
+    url = f"postgresql://ferry:{PASSWORD}@127.0.0.1:1/nowhere"
+    refused = _ferryman("worker", "--lanes", "migrations:0", FERRYMAN_DATABASE_URL=url)
+    assert refused.returncode == 2
+    (line,) = refused.stderr.splitlines()  # stderr is a pipe: json by default
+    entry = json.loads(line)
+    assert entry["level"] == "ERROR" and "needs at least 1" in entry["message"]
+    text = _ferryman(
+        "worker", "--lanes", "migrations:0", FERRYMAN_DATABASE_URL=url, FERRYMAN_LOG_FORMAT="text"
+    )
+    assert text.returncode == 2 and text.stderr.startswith("ferryman: lanes 'migrations:0'")
+    bad = _ferryman("jobs", FERRYMAN_LOG_FORMAT="xml")
+    assert bad.returncode == 2 and "log_format (FERRYMAN_LOG_FORMAT)" in bad.stderr
+    assert PASSWORD not in refused.stderr + text.stderr
