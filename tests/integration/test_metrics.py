@@ -124,6 +124,7 @@ def test_a_faulty_runs_metrics_match_the_database_and_the_sources_counts(db_url:
     assert total(after, "ferryman_source_tokens_spent_total", credential=credential) == spent
     assert total(after, "ferryman_source_tokens_leased_total", credential=credential) >= spent
     assert total(after, "ferryman_source_paused_seconds_total", credential=credential) >= 1
+    assert total(after, "ferryman_source_token_wait_seconds_total", credential=credential) > 0
     assert total(after, "ferryman_source_calls_in_flight") == 0
     assert total(after, "ferryman_fetch_threads") == 0
 
