@@ -367,31 +367,39 @@ _runs = _Runs()
 
 class QueueDepth(Collector):
     """Ready and scheduled jobs per queue and the oldest ready job's age, by one query cached
-    ``ttl`` seconds; the same look retires the series of ended runs."""
+    ``ttl`` seconds; the same look retires the series of ended runs. Registered once; it reads
+    through the pool of the worker that ``watch``es it (none: no queue series)."""
 
-    def __init__(
-        self, pool: psycopg_pool.ConnectionPool[Connection], ttl: float = 5.0, timeout: float = 2.0
-    ) -> None:
-        self._pool = pool
+    def __init__(self, ttl: float = 5.0, timeout: float = 2.0) -> None:
+        self._pool: psycopg_pool.ConnectionPool[Connection] | None = None
         self._ttl = ttl
         self._timeout = timeout
         self._lock = threading.Lock()
         self._at = float("-inf")
         self._rows: list[dict[str, object]] = []
 
+    def watch(self, pool: psycopg_pool.ConnectionPool[Connection] | None) -> None:
+        with self._lock:
+            self._pool, self._rows, self._at = pool, [], float("-inf")
+
+    def forget(self, pool: psycopg_pool.ConnectionPool[Connection]) -> None:
+        """Stop reading through ``pool`` if it is the one watched."""
+        if self._pool is pool:
+            self.watch(None)
+
     def describe(self) -> Iterable[Metric]:
         return self._families([])
 
     def collect(self) -> Iterable[Metric]:
         with self._lock:
-            if time.monotonic() - self._at >= self._ttl:
-                self._refresh()
+            if self._pool is not None and time.monotonic() - self._at >= self._ttl:
+                self._refresh(self._pool)
             rows = list(self._rows)
         return self._families(rows)
 
-    def _refresh(self) -> None:
+    def _refresh(self, pool: psycopg_pool.ConnectionPool[Connection]) -> None:
         try:
-            with self._pool.connection(timeout=self._timeout) as conn:
+            with pool.connection(timeout=self._timeout) as conn:
                 self._rows = conn.execute(queries.get("queue_depth", "metrics.sql")).fetchall()
                 run_ids = _runs.ids()
                 if run_ids:
@@ -425,15 +433,16 @@ class QueueDepth(Collector):
         return [ready, scheduled, oldest]
 
 
-def watch_queues(pool: psycopg_pool.ConnectionPool[Connection]) -> QueueDepth | None:
-    """Register the queue-depth collector on ``pool`` (when recording); returns it."""
-    if not _on:
-        return None
-    collector = QueueDepth(pool)
-    REGISTRY.register(collector)
-    return collector
+QUEUES = QueueDepth()
+REGISTRY.register(QUEUES)
 
 
-def unwatch(collector: QueueDepth | None) -> None:
-    if collector is not None:
-        REGISTRY.unregister(collector)
+def watch_queues(pool: psycopg_pool.ConnectionPool[Connection]) -> None:
+    """Read the queue depths through ``pool`` (when recording)."""
+    if _on:
+        QUEUES.watch(pool)
+
+
+def unwatch(pool: psycopg_pool.ConnectionPool[Connection]) -> None:
+    """``pool`` is closing: stop reading through it."""
+    QUEUES.forget(pool)

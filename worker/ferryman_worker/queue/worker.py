@@ -82,7 +82,6 @@ class Worker:
         self._running = 0
         self._running_lock = threading.Lock()
         self.worker_id: int | None = None
-        self._queue_depth: metrics.QueueDepth | None = None
         self._beat_at = time.monotonic()  # the start counts as a beat: live while starting up
         self._lanes_started = False
         self.health = (
@@ -105,7 +104,7 @@ class Worker:
             self.worker_id = int(row["id"])
         producer.configure(self.pool)
         metrics.lanes({lane.name: lane.spec.width for lane in self.lanes.values()})
-        self._queue_depth = metrics.watch_queues(self.pool)
+        metrics.watch_queues(self.pool)
         self._spawn(self._service_threads, "notifier", self.notifier.run)
         if not self.notifier.listening.wait(30):
             raise DatabaseError("the notifier could not LISTEN within 30s")
@@ -150,7 +149,7 @@ class Worker:
                 grace,
             )
         producer.configure(None)
-        metrics.unwatch(self._queue_depth)
+        metrics.unwatch(self.pool)
         if self.health is not None:
             self.health.stop()
         return finished
