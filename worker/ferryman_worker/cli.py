@@ -92,7 +92,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     import datetime
 
-    from ferryman_worker import console, contract
+    from ferryman_worker import console, contract, eta
     from ferryman_worker.engine import runs
 
     now = datetime.datetime.now(datetime.UTC)
@@ -101,7 +101,11 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         if args.run is not None and not found:
             raise _no_run("status", args.run)
         for run in found:
-            print("\n".join(console.summary(run, runs.kind_progress(conn, run.id), now)))
+            progress = runs.kind_progress(conn, run.id)
+            print("\n".join(console.summary(run, progress, now)))
+            estimate = eta.read(conn, run.id, progress)
+            if estimate is not None:
+                print(console.eta_line(estimate))
             retrying = runs.retrying(conn, run.id)
             if retrying is not None:
                 print(console.retrying_line(retrying, now))

@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import TextIO
 
-from ferryman_worker import console, contract, reaper
+from ferryman_worker import console, contract, eta, reaper
 from ferryman_worker.db import connect, migrate
 from ferryman_worker.engine import runs
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
@@ -98,9 +98,12 @@ def _watch(
     while True:
         now = datetime.datetime.now(datetime.UTC)
         run = contract.progress(conn, name)[0]
+        progress = runs.kind_progress(conn, run.id)
+        estimate = eta.read(conn, run.id, progress)
         lines = [
             console.headline(run, now),
-            *console.kind_lines(runs.kind_progress(conn, run.id), run.phase_index, now),
+            *console.kind_lines(progress, run.phase_index, now),
+            *([console.eta_line(estimate)] if estimate is not None else []),
         ]
         failing = runs.retrying(conn, run.id)
         retrying = [console.retrying_line(failing, now)] if failing is not None else []
