@@ -1,8 +1,12 @@
 """Claims: a session advisory lock on the job id, taken on the connection the lane thread
-holds for the job's whole run, and given back after the job's outcome commits.
+holds for the job's whole run, and given back after the job's outcome commits. The claim also
+marks the row (``claimed_by``, the backend's pid) so that it leaves the claim's index: a claim's
+scan never walks past running jobs, however many run.
 
-If the process dies, its connections die and PostgreSQL drops the locks: the job is claimable
-again at once, with no sweep and no timeout.
+The lock is what proves a claim alive. If the process dies, its connections die and PostgreSQL
+drops the locks; the other workers see it gone within a second and free its claims
+(``ferryman_free_dead_claims``: a marked row whose lock no one holds), and the job is claimable
+again, with no timeout.
 """
 
 from __future__ import annotations
@@ -80,6 +84,12 @@ def claim(
     }
     row = conn.execute(queries.get("claim"), params).fetchone()
     return JobRecord.from_row(row) if row else None
+
+
+def unclaim(conn: Connection, job: JobRecord) -> None:
+    """Give up the claim of a job that ended without an outcome: it is ready again at once (the
+    claim counts as a died attempt), and one thread of its queue is woken."""
+    conn.execute(queries.get("unclaim"), {"id": job.id, "concurrency_key": job.concurrency_key})
 
 
 def release(conn: Connection, finished: Finished) -> None:

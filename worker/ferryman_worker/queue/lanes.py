@@ -81,11 +81,19 @@ class Lane:
     def generation(self) -> int:
         return self._generation
 
-    def wake(self) -> None:
-        """Work may be available: every waiting thread looks."""
+    def wake(self, jobs: int | None = None) -> None:
+        """Work may be available: ``jobs`` waiting threads look (None: every one).
+
+        Waking one thread per new job, not all of them, keeps idle threads from racing each
+        other for one job (a claim each). A thread between its look and its wait looks again
+        whatever the count, so no wake-up is lost.
+        """
         with self._cond:
             self._generation += 1
-            self._cond.notify_all()
+            if jobs is None:
+                self._cond.notify_all()
+            else:
+                self._cond.notify(max(jobs, 1))
 
     def wait(self, seen: int, timeout: float) -> None:
         """Sleep up to ``timeout`` seconds unless the lane was woken after ``seen``."""
