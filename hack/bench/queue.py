@@ -4,7 +4,10 @@
 Uses FERRYMAN_DATABASE_URL's server, or starts an embedded one (fsync on). Each scenario gets a
 fresh database. Prints a table, then as its LAST line one JSON object with enqueue_per_s,
 bulk_enqueue_per_s, drain_per_s_1, drain_per_s_4, wake_p50_ms, wake_p95_ms, wake_p99_ms and
-batch_overhead_pct (10,000 no-op jobs in one batch vs not, drained by 4 threads, same run).
+batch_overhead_pct (10,000 no-op jobs in one batch vs not, drained by 4 threads, in alternating
+rounds: the median of the rounds' CPU per job, this process's and the server's, with the rounds'
+spread and standard error beside it), and claims_per_job_16_threads (single jobs at 300/s on a
+lane of 16 threads: ferryman_claim calls per job).
 
 With --scale it measures claims at fleet scale instead: slow jobs (--job-seconds, 0.2 s sleeps)
 on N `ferryman worker` processes x T threads, 16, 64 and 256 of them running at once, on a server
@@ -14,8 +17,8 @@ from /proc, so only for a local server), claims and index entries read per job. 
 with scale_efficiency_<n>, pg_cpu_us_per_job_<n>, claims_per_job_<n>, index_reads_per_claim_<n>
 and claim_cost_ratio_256_vs_16.
 
-    .venv/bin/python -P hack/bench/queue.py [--jobs 10000] [--rounds 3]
-    .venv/bin/python -P hack/bench/queue.py --scale [--rounds 2] [--seconds 10]
+    .venv/bin/python -P hack/bench/queue.py [--jobs 10000] [--rounds 6]
+    .venv/bin/python -P hack/bench/queue.py --scale [--rounds 1] [--seconds 10] [--job-seconds 0.2]
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ if sys.path and sys.path[0] == __import__("os").path.dirname(__file__):
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import pathlib
@@ -87,22 +91,27 @@ def bench_bulk(dbs: databases.Scratchpad, jobs: int, chunk: int = 5000) -> float
         return (jobs // chunk) * chunk / (time.perf_counter() - began)
 
 
-def drain(url: str, lanes: str, expected: int) -> float:
-    """Seconds for a fresh worker to finish every ready job of the database."""
+@dataclasses.dataclass(frozen=True)
+class Drain:
+    seconds: float
+    cpu: float | None
+    """CPU seconds of this process (the worker's threads) plus the server's, when local."""
+
+
+def drain(url: str, lanes: str, expected: int, poll: float = 0.01) -> Drain:
+    """How long (and how much CPU) a fresh worker takes to finish every ready job."""
     w = worker(url, lanes)
     with connect.connect(url) as conn:
+        pg0, own0 = pg_cpu_seconds(conn), time.process_time()
         began = time.perf_counter()
         w.start()
-        while True:
-            row = conn.execute(
-                "SELECT count(*) AS n FROM ferryman_jobs WHERE status = 'succeeded'"
-            ).fetchone()
-            if row and row["n"] >= expected:
-                break
-            time.sleep(0.01)
+        while count_rows(conn, SUCCEEDED) < expected:
+            time.sleep(poll)
         elapsed = time.perf_counter() - began
+        pg1, own1 = pg_cpu_seconds(conn), time.process_time()
     w.stop(grace=5)
-    return elapsed
+    cpu = None if pg0 is None or pg1 is None else (pg1 - pg0) + (own1 - own0)
+    return Drain(elapsed, cpu)
 
 
 def bench_drain(dbs: databases.Scratchpad, jobs: int, width: int) -> float:
@@ -110,10 +119,10 @@ def bench_drain(dbs: databases.Scratchpad, jobs: int, width: int) -> float:
         with connect.connect(url) as conn:
             enqueue_many([noop.call() for _ in range(jobs)], conn=conn)
             conn.execute("VACUUM ANALYZE ferryman_jobs")
-        return jobs / drain(url, f"default:{width}", jobs)
+        return jobs / drain(url, f"default:{width}", jobs).seconds
 
 
-def bench_batch(dbs: databases.Scratchpad, jobs: int, batched: bool) -> float:
+def bench_batch(dbs: databases.Scratchpad, jobs: int, batched: bool) -> Drain:
     with dbs.fresh() as url:
         with connect.connect(url) as conn:
             calls = [noop.call() for _ in range(jobs)]
@@ -124,7 +133,7 @@ def bench_batch(dbs: databases.Scratchpad, jobs: int, batched: bool) -> float:
                 enqueue_many(calls, conn=conn)
             conn.execute("VACUUM ANALYZE ferryman_jobs")
         expected = jobs + (1 if batched else 0)
-        return drain(url, "default:4", expected)
+        return drain(url, "default:4", expected, poll=0.05)
 
 
 def bench_wake(dbs: databases.Scratchpad, count: int = 200, spacing: float = 0.02) -> list[float]:
@@ -146,6 +155,30 @@ def bench_wake(dbs: databases.Scratchpad, count: int = 200, spacing: float = 0.0
         for key, at in committed.items():
             latencies.append(max(0.0, started_at[key] - at) * 1000)
     return latencies
+
+
+def bench_herd(
+    dbs: databases.Scratchpad, threads: int, rate: float = 300.0, count: int = 900
+) -> float:
+    """Claims per job when single jobs arrive at ``rate`` per second on a lane of ``threads``:
+    1.0 when each notification wakes one thread per new job, up to ``threads`` when it wakes all."""
+    with dbs.fresh() as url, connect.connect(url) as conn:
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET track_functions = 'pl'").format(
+                sql.Identifier(conn.info.dbname)
+            )
+        )
+        w = worker(url, f"default:{threads}")
+        w.start()
+        time.sleep(0.5)
+        began = time.perf_counter()
+        for n in range(count):
+            enqueue(noop, conn=conn)
+            time.sleep(max(0.0, began + (n + 1) / rate - time.perf_counter()))
+        wait_until(lambda: count_rows(conn, SUCCEEDED) >= count, 30, "the herd's jobs")
+        w.stop(grace=5)  # its sessions end, and report their function calls
+        time.sleep(0.5)
+        return count_rows(conn, CLAIM_CALLS) / count
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -217,6 +250,12 @@ def pg_cpu_seconds(conn: connect.Connection) -> float | None:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def procs_cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> float:
+    """CPU seconds used so far by these worker processes (all their threads)."""
+    fields = [_proc_stat(proc.pid) for proc in procs]
+    return sum(int(f[11]) + int(f[12]) for f in fields) / os.sysconf("SC_CLK_TCK")
+
+
 def start_workers(url: str, processes: int, threads: int) -> list[subprocess.Popen[bytes]]:
     env = {
         **os.environ,
@@ -242,7 +281,7 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait()
 
 
-def count(conn: connect.Connection, query: LiteralString) -> int:
+def count_rows(conn: connect.Connection, query: LiteralString) -> int:
     row = conn.execute(query).fetchone()
     assert row is not None
     return int(next(iter(row.values())) or 0)
@@ -284,7 +323,7 @@ def scale_level(
         procs = start_workers(url, processes, running // processes)
         try:
             wait_until(
-                lambda: count(conn, "SELECT count(*) FROM ferryman_workers") == processes,
+                lambda: count_rows(conn, "SELECT count(*) FROM ferryman_workers") == processes,
                 120,
                 f"{processes} worker processes to start",
             )
@@ -292,21 +331,23 @@ def scale_level(
             call = JobCall("bench.sleep", (job_s,), {}, JobOptions())
             enqueue_many([call] * total, conn=conn)
             time.sleep(warmup)
-            done0, cpu0, t0 = count(conn, SUCCEEDED), pg_cpu_seconds(conn), time.perf_counter()
+            done0, cpu0, t0 = count_rows(conn, SUCCEEDED), pg_cpu_seconds(conn), time.perf_counter()
+            workers0 = procs_cpu_seconds(procs)
             samples = []
             while time.perf_counter() - t0 < seconds:
-                samples.append(count(conn, RUNNING))
+                samples.append(count_rows(conn, RUNNING))
                 time.sleep(0.25)
-            done1, cpu1, t1 = count(conn, SUCCEEDED), pg_cpu_seconds(conn), time.perf_counter()
+            done1, cpu1, t1 = count_rows(conn, SUCCEEDED), pg_cpu_seconds(conn), time.perf_counter()
+            workers1 = procs_cpu_seconds(procs)
             if done1 >= total:
                 raise SystemExit(f"level {running}: the queue ran dry; enqueue more jobs")
         finally:
             stop_workers(procs)
         time.sleep(0.5)
         claims, reads, done = (
-            count(conn, CLAIM_CALLS),
-            count(conn, INDEX_READS),
-            count(conn, SUCCEEDED),
+            count_rows(conn, CLAIM_CALLS),
+            count_rows(conn, INDEX_READS),
+            count_rows(conn, SUCCEEDED),
         )
     jobs_per_s = (done1 - done0) / (t1 - t0)
     result = {
@@ -318,6 +359,7 @@ def scale_level(
         "efficiency": jobs_per_s / (running / job_s),
         "claims_per_job": claims / max(done, 1),
         "index_reads_per_claim": reads / max(claims, 1),
+        "worker_cpu_us_per_job": (workers1 - workers0) / max(done1 - done0, 1) * 1e6,
     }
     if cpu0 is not None and cpu1 is not None:
         result["pg_cpu_us_per_job"] = (cpu1 - cpu0) / max(done1 - done0, 1) * 1e6
@@ -350,7 +392,7 @@ def report_scale(results: dict[str, float], job_s: float, load: tuple[float, flo
         f"{job_s * 1000:.0f} ms sleep jobs; load average {load[0]:.2f} before, {load[1]:.2f} after"
     )
     header = "running  processes x threads  jobs/s (ideal)   efficiency  mean running"
-    print(header + "  PG CPU/job  claims/job  index reads/claim")
+    print(header + "  PG CPU/job  worker CPU/job  claims/job  index reads/claim")
     for running, processes in SCALE_LEVELS:
         cpu = results.get(f"pg_cpu_us_per_job_{running}")
         print(
@@ -359,6 +401,7 @@ def report_scale(results: dict[str, float], job_s: float, load: tuple[float, flo
             f"  {results[f'efficiency_{running}']:>10.3f}"
             f"  {results[f'mean_running_{running}']:>12.1f}"
             f"  {'-' if cpu is None else f'{cpu:.0f} us':>10}"
+            f"  {results[f'worker_cpu_us_per_job_{running}']:>11.0f} us"
             f"  {results[f'claims_per_job_{running}']:>10.2f}"
             f"  {results[f'index_reads_per_claim_{running}']:>17.2f}"
         )
@@ -376,7 +419,9 @@ def report_scale(results: dict[str, float], job_s: float, load: tuple[float, flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (median)")
+    parser.add_argument(
+        "--rounds", type=int, help="alternating rounds, median taken (default 6; --scale: 1)"
+    )
     parser.add_argument("--scale", action="store_true", help="claims at 16/64/256 running jobs")
     parser.add_argument("--job-seconds", type=float, default=0.2, help="--scale: job length")
     parser.add_argument("--seconds", type=float, default=10.0, help="--scale: measured seconds")
@@ -384,16 +429,16 @@ def main() -> None:
     if args.scale:
         before = os.getloadavg()[0]
         with scale_server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
-            results = run_scale(admin_url, args.rounds, args.job_seconds, args.seconds)
+            results = run_scale(admin_url, args.rounds or 1, args.job_seconds, args.seconds)
         report_scale(results, args.job_seconds, (before, os.getloadavg()[0]))
         return
     with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
         dbs = databases.Scratchpad(admin_url, "ferryman_bench")
-        results = run(dbs, args.jobs, args.rounds)
+        results = run(dbs, args.jobs, args.rounds or 6)
     report(results)
 
 
-def run(dbs: databases.Scratchpad, jobs: int, rounds: int) -> dict[str, float]:
+def run(dbs: databases.Scratchpad, jobs: int, batch_rounds: int) -> dict[str, float]:
     results: dict[str, float] = {}
     results["enqueue_per_s"] = bench_enqueue(dbs, 2000)
     results["bulk_enqueue_per_s"] = bench_bulk(dbs, 50_000)
@@ -403,15 +448,25 @@ def run(dbs: databases.Scratchpad, jobs: int, rounds: int) -> dict[str, float]:
     results["wake_p50_ms"] = percentile(wake, 50)
     results["wake_p95_ms"] = percentile(wake, 95)
     results["wake_p99_ms"] = percentile(wake, 99)
-    plain, batched = [], []
-    for _ in range(rounds):  # alternate, so drift on the machine hits both alike
-        plain.append(bench_batch(dbs, jobs, batched=False))
-        batched.append(bench_batch(dbs, jobs, batched=True))
-    results["plain_drain_s"] = statistics.median(plain)
-    results["batched_drain_s"] = statistics.median(batched)
-    results["batch_overhead_pct"] = (
-        (results["batched_drain_s"] - results["plain_drain_s"]) / results["plain_drain_s"] * 100
-    )
+    results["claims_per_job_16_threads"] = bench_herd(dbs, 16)
+    plain: list[Drain] = []
+    batched: list[Drain] = []
+    for round_no in range(batch_rounds):  # alternate the order: drift hits both alike
+        for is_batched in (False, True) if round_no % 2 == 0 else (True, False):
+            (batched if is_batched else plain).append(bench_batch(dbs, jobs, is_batched))
+    results["plain_drain_s"] = statistics.median(d.seconds for d in plain)
+    results["batched_drain_s"] = statistics.median(d.seconds for d in batched)
+    # per round, batched against plain: CPU (this process + the server) when it can be read,
+    # since a busy machine stretches wall time far more than the work done
+    costs = [
+        (p.cpu, b.cpu) if p.cpu and b.cpu else (p.seconds, b.seconds)
+        for p, b in zip(plain, batched, strict=True)
+    ]
+    overheads = [(b - p) / p * 100 for p, b in costs]
+    results["batch_overhead_pct"] = statistics.median(overheads)
+    results["batch_overhead_spread_pct"] = max(overheads) - min(overheads)
+    results["batch_overhead_stderr_pct"] = statistics.stdev(overheads) / len(overheads) ** 0.5
+    results["batch_overhead_by_cpu"] = float(all(p.cpu for p in plain + batched))
     return results
 
 
@@ -434,7 +489,18 @@ def report(results: dict[str, float]) -> None:
             "drain 10,000, plain vs in one batch",
             f"{results['plain_drain_s']:.2f} s vs {results['batched_drain_s']:.2f} s",
         ),
-        ("  batch overhead", f"{results['batch_overhead_pct']:+.1f} %"),
+        (
+            "  batch overhead ("
+            + ("CPU per job" if results["batch_overhead_by_cpu"] else "wall time")
+            + ", median of rounds)",
+            f"{results['batch_overhead_pct']:+.1f} %, rounds spread over"
+            f" {results['batch_overhead_spread_pct']:.1f} points,"
+            f" standard error {results['batch_overhead_stderr_pct']:.1f}",
+        ),
+        (
+            "claims per job, 300 single jobs/s, lane of 16",
+            f"{results['claims_per_job_16_threads']:.2f}",
+        ),
     ]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
@@ -448,6 +514,9 @@ def report(results: dict[str, float]) -> None:
         "wake_p95_ms",
         "wake_p99_ms",
         "batch_overhead_pct",
+        "batch_overhead_spread_pct",
+        "batch_overhead_stderr_pct",
+        "claims_per_job_16_threads",
     ]
     print(json.dumps({key: round(results[key], 2) for key in keys}))
 

@@ -21,6 +21,7 @@ CREATE TABLE IF NOT EXISTS test_runs (
 );
 CREATE TABLE IF NOT EXISTS test_started (job_id bigint NOT NULL, pid integer NOT NULL,
     at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE TABLE IF NOT EXISTS test_release (released boolean NOT NULL);
 CREATE TABLE IF NOT EXISTS test_callbacks (kind text NOT NULL, batch jsonb NOT NULL,
     tag text, at timestamptz NOT NULL DEFAULT clock_timestamp());
 """
@@ -53,6 +54,18 @@ def sleep(ctx: JobContext, seconds: float, n: int | None = None) -> None:
         "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
     )
     time.sleep(seconds)
+    _record(ctx, n, started)
+
+
+@job("test.hold", queue="default", pass_context=True)
+def hold(ctx: JobContext, n: int | None = None) -> None:
+    """Record the start (committed), then hold the claim until a row is put in test_release."""
+    started = time.time()
+    ctx.conn.execute(
+        "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
+    )
+    while ctx.conn.execute("SELECT 1 FROM test_release").fetchone() is None:
+        time.sleep(0.05)
     _record(ctx, n, started)
 
 

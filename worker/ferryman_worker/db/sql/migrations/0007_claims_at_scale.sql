@@ -31,6 +31,12 @@ CREATE OR REPLACE FUNCTION ferryman_claim(p_queue text, p_window integer, p_rele
                                p_release_key text DEFAULT NULL, p_batch bigint DEFAULT NULL)
 RETURNS SETOF ferryman_jobs LANGUAGE plpgsql AS $$
 DECLARE
+    -- an explicit cursor reads one index entry per FETCH (a FOR loop would read ten at a time)
+    candidates CURSOR FOR
+        SELECT id, concurrency_key FROM ferryman_jobs
+        WHERE status = 'ready' AND claimed_by IS NULL AND queue = p_queue AND run_at <= now()
+        ORDER BY priority DESC, id
+        LIMIT p_window;
     cand record;
     claimed ferryman_jobs;
 BEGIN
@@ -43,12 +49,10 @@ BEGIN
     IF p_batch IS NOT NULL THEN
         PERFORM ferryman_finish_batch(p_batch);
     END IF;
-    FOR cand IN
-        SELECT id, concurrency_key FROM ferryman_jobs
-        WHERE status = 'ready' AND claimed_by IS NULL AND queue = p_queue AND run_at <= now()
-        ORDER BY priority DESC, id
-        LIMIT p_window
+    OPEN candidates;
     LOOP
+        FETCH candidates INTO cand;
+        EXIT WHEN NOT FOUND;
         CONTINUE WHEN NOT pg_try_advisory_lock(cand.id);
         IF cand.concurrency_key IS NOT NULL
            AND NOT pg_try_advisory_lock(1718772481, hashtext(cand.concurrency_key)) THEN
@@ -60,6 +64,7 @@ BEGIN
          WHERE id = cand.id AND status = 'ready' AND claimed_by IS NULL
         RETURNING * INTO claimed;
         IF FOUND THEN
+            CLOSE candidates;
             RETURN NEXT claimed;
             RETURN;
         END IF;
@@ -68,6 +73,7 @@ BEGIN
             PERFORM pg_advisory_unlock(1718772481, hashtext(cand.concurrency_key));
         END IF;
     END LOOP;
+    CLOSE candidates;
 END
 $$;
 
