@@ -167,17 +167,15 @@ class Worker:
     def _lane_loop(self, lane: Lane) -> None:
         failing = False
         while not self.stopping.is_set():
-            seen = lane.generation
             try:
-                found = self._drain(lane)
+                self._drain(lane)
             except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                 failing = self._lane_failed(lane, exc, failing)
                 self.stopping.wait(0.1)  # the pool's connection() waits for the database
                 continue
             if failing:
                 failing = self._lane_recovered(lane)
-            if not found:
-                lane.wait(seen, self.settings.poll_interval)
+            lane.wait(self.settings.poll_interval)
 
     def _lane_failed(self, lane: Lane, exc: Exception, failing: bool) -> bool:
         """Log a lane's first database error of an outage (the rest at DEBUG)."""
@@ -198,26 +196,29 @@ class Worker:
             log.info("lane %s: the database answers again", lane.name)
         return False
 
-    def _drain(self, lane: Lane) -> bool:
-        """Claim and run jobs of ``lane`` on one connection until none is due. Each claim also
-        releases the job before it: one round trip between two jobs."""
-        found = False
+    def _drain(self, lane: Lane) -> None:
+        """Claim and run jobs of ``lane`` on one connection while it has work announced (or is
+        draining). Each claim also releases the job before it: one round trip between two jobs.
+        After a job with a concurrency key, claim again: its key may have held others back."""
         previous: claims.Finished | None = None
         running: claims.JobRecord | None = None
+        lane.should_claim()  # this thread was woken for a job: spend its credit
         with self.pool.connection() as conn:
             try:
                 while not self.stopping.is_set():
+                    seen = lane.generation
                     job = claims.claim(conn, lane.name, self.settings.claim_window, previous)
                     previous = None
                     if job is None:
+                        lane.found_nothing(seen)
                         break
-                    found = True
                     running = job
                     previous = self._run_claimed(conn, job)
                     running = None
+                    if job.concurrency_key is None and not lane.should_claim():
+                        break
             finally:
                 self._settle(conn, previous, running)
-        return found
 
     def _settle(
         self,
