@@ -69,6 +69,39 @@ def hold(ctx: JobContext, n: int | None = None) -> None:
     _record(ctx, n, started)
 
 
+@job("test.locks", queue="default", pass_context=True)
+def locks(ctx: JobContext) -> None:
+    """Record, as n, how many advisory locks this job's connection holds while it runs: its
+    own claim, and nothing a job before it on the same connection left behind."""
+    row = ctx.conn.execute(
+        "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND pid = pg_backend_pid()"
+    ).fetchone()
+    assert row is not None
+    _record(ctx, int(row["n"]), time.time())
+
+
+@job("test.always_fails", queue="default", max_attempts=5, pass_context=True)
+def always_fails(ctx: JobContext) -> None:
+    """Record each attempt's start (committed), then fail: the attempts show the backoff."""
+    ctx.conn.execute(
+        "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
+    )
+    raise RuntimeError(f"attempt {ctx.job.attempts + 1} fails")
+
+
+@job("test.write_then_fail", queue="default", max_attempts=3, pass_context=True)
+def write_then_fail(ctx: JobContext) -> None:
+    """In completing(): write, then on the first attempt fail before the completion."""
+    with ctx.completing() as conn:
+        conn.execute(
+            "INSERT INTO test_runs (job_id, n, pid, started_at) VALUES (%s, %s, %s, now())",
+            (ctx.job.id, ctx.job.attempts, os.getpid()),
+        )
+        if ctx.job.attempts == 0:
+            raise RuntimeError("failed between the writes and the completion")
+
+
 @job("test.flaky", queue="default", max_attempts=3, pass_context=True)
 def flaky(ctx: JobContext, fail_times: int) -> None:
     if ctx.job.attempts < fail_times:
