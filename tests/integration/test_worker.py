@@ -214,7 +214,18 @@ def test_pressure_defers_a_job_without_running_it(db_url: str) -> None:
         sleeper2 = threading.Thread(target=lambda: busy2.execute("SELECT pg_sleep(4)"))
         sleeper.start()
         sleeper2.start()
-        time.sleep(0.2)
+        wait_for(
+            lambda: (
+                scalar(
+                    db_url,
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE state = 'active' AND query LIKE 'SELECT pg_sleep%%'",
+                )
+                == 2
+            ),
+            5,
+            "the two sessions to be busy",
+        )
         with (
             in_process(db_url, pressure_threshold=1, backoff_base=0.2) as _,
             connect.connect(db_url) as conn,
