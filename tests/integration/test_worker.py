@@ -292,3 +292,33 @@ def test_a_job_that_completes_in_its_own_transaction_commits_writes_and_completi
     assert rows == [{"n": 1, "one_transaction": True}]  # attempt 1's write is gone
     assert job is not None and job["attempts"] == 2
     assert "failed between the writes and the completion" in job["last_error"]
+
+
+def test_a_job_whose_connection_is_cut_runs_again_within_seconds(db_url: str) -> None:
+    """The server ends the backend of a running job (pg_terminate_backend) while its worker
+    lives on: the claim is dead (its row still marked claimed, its lock gone with the backend),
+    and the worker's liveness check frees it, so the job runs again without waiting for a poll."""
+    _setup(db_url)
+    with (
+        in_process(db_url, lanes="default:1", poll_interval=3600) as _,
+        connect.connect(db_url) as conn,
+    ):
+        job_id = enqueue(tj.hold, n=1, conn=conn)
+        wait_for(lambda: scalar(db_url, "SELECT count(*) FROM test_started") == 1, 10, "the job")
+        backend = scalar(db_url, "SELECT claimed_by FROM ferryman_jobs WHERE id = %s", (job_id,))
+        conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        cut = time.monotonic()
+        wait_for(
+            lambda: scalar(db_url, "SELECT count(*) FROM test_started") == 2,
+            10,
+            "the job to start again",
+            interval=0.02,
+        )
+        assert time.monotonic() - cut < 5.0
+        conn.execute("INSERT INTO test_release VALUES (true)")
+        wait_for(lambda: _runs(db_url) == 1, 10, "the job to finish")
+        row = conn.execute(
+            "SELECT status, claims, claimed_by <> %s AS other FROM ferryman_jobs WHERE id = %s",
+            (backend, job_id),
+        ).fetchone()
+    assert row == {"status": "succeeded", "claims": 2, "other": True}
