@@ -22,6 +22,7 @@ CREATE TABLE IF NOT EXISTS test_runs (
 CREATE TABLE IF NOT EXISTS test_started (job_id bigint NOT NULL, pid integer NOT NULL,
     at timestamptz NOT NULL DEFAULT clock_timestamp());
 CREATE TABLE IF NOT EXISTS test_release (released boolean NOT NULL);
+CREATE TABLE IF NOT EXISTS test_fixed (go boolean NOT NULL);
 CREATE TABLE IF NOT EXISTS test_callbacks (kind text NOT NULL, batch jsonb NOT NULL,
     tag text, at timestamptz NOT NULL DEFAULT clock_timestamp());
 """
@@ -100,6 +101,20 @@ def write_then_fail(ctx: JobContext) -> None:
         )
         if ctx.job.attempts == 0:
             raise RuntimeError("failed between the writes and the completion")
+
+
+@job("test.fixable", queue="default", max_attempts=1, pass_context=True)
+def fixable(ctx: JobContext) -> None:
+    """Fails until a row is in test_fixed; then runs until that row says go."""
+    started = time.time()
+    ctx.conn.execute(
+        "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
+    )
+    if ctx.conn.execute("SELECT 1 FROM test_fixed").fetchone() is None:
+        raise RuntimeError("not fixed yet")
+    while ctx.conn.execute("SELECT 1 FROM test_fixed WHERE go").fetchone() is None:
+        time.sleep(0.05)
+    _record(ctx, None, started)
 
 
 @job("test.flaky", queue="default", max_attempts=3, pass_context=True)

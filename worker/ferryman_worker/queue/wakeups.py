@@ -2,7 +2,7 @@
 
 - ``Notifier``: holds a ``LISTEN ferryman_jobs`` connection and wakes a queue's lane within
   milliseconds of an enqueue's commit: as many of its threads as the notification says jobs
-  are due (``queue:n``). After any reconnect it wakes every lane, since notifications sent while
+  are due (``queue:n:id``). After any reconnect it wakes every lane, since notifications sent while
   it was away are gone.
 - ``Poller``: wakes every lane every ``interval`` seconds (a missed notification makes a job
   late, never lost) and each lane at the times its scheduled jobs fall due. Every second it also
@@ -144,10 +144,11 @@ class Notifier:
                     self.dispatch(notify.payload)
 
     def dispatch(self, payload: str) -> None:
-        """``queue:n``: wake n threads of the queue's lane; ``queue|epoch``: schedule a wake-up;
-        ``queue``: wake every thread of the lane."""
+        """``queue:n[:id]``: wake n threads of the queue's lane; ``queue|epoch``: schedule a
+        wake-up; ``queue``: wake every thread of the lane."""
         queue, _, due = payload.partition("|")
         queue, _, count = queue.partition(":")
+        count = count.partition(":")[0]
         lane = self._lanes.get(queue)
         if lane is None:
             return

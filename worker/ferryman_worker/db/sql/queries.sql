@@ -219,15 +219,26 @@ SELECT b.id, ferryman_finish_batch(b.id) AS finished FROM ferryman_batches b
    AND NOT EXISTS (SELECT 1 FROM ferryman_batch_members m WHERE m.batch_id = b.id);
 
 -- name: prune_jobs
+-- Finished jobs past the retention, except members of a batch still live: its final snapshot
+-- counts them. (Failed jobs stay until discarded.)
 DELETE FROM ferryman_jobs
- WHERE id IN (SELECT id FROM ferryman_jobs
-               WHERE status IN ('succeeded', 'discarded')
-                 AND finished_at < now() - make_interval(secs => %(older_than)s)
+ WHERE id IN (SELECT j.id FROM ferryman_jobs j
+               WHERE j.status IN ('succeeded', 'discarded')
+                 AND j.finished_at < now() - make_interval(secs => %(older_than)s)
+                 AND NOT EXISTS (SELECT 1 FROM ferryman_batches b
+                                  WHERE b.id = j.batch_id AND b.finished_at IS NULL)
                LIMIT %(limit)s);
 
 -- name: prune_batches
-DELETE FROM ferryman_batches
- WHERE finished_at < now() - make_interval(secs => %(older_than)s);
+-- Batches finished before the retention, with any membership row left; never a live batch.
+WITH pruned AS (
+    DELETE FROM ferryman_batches
+     WHERE finished_at < now() - make_interval(secs => %(older_than)s)
+    RETURNING id
+), members AS (
+    DELETE FROM ferryman_batch_members m USING pruned WHERE m.batch_id = pruned.id
+)
+SELECT id FROM pruned;
 
 -- name: prune_workers
 DELETE FROM ferryman_workers

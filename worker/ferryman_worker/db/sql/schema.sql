@@ -76,12 +76,15 @@ CREATE TABLE ferryman_workers (
     heartbeat_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Wake the workers of each queue when jobs are inserted; the payload is 'queue:n' for n jobs
--- due now, and 'queue|epoch' for the earliest not yet due. NOTIFY is delivered at commit.
+-- Wake the workers of each queue when jobs are inserted; the payload is 'queue:n:id' for n jobs
+-- due now (id: the first), and 'queue|epoch' for the earliest not yet due. NOTIFY is delivered
+-- at commit.
 CREATE FUNCTION ferryman_notify_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('ferryman_jobs', q.queue || ':' || q.due_now)
-    FROM (SELECT queue, count(*) AS due_now FROM inserted
+    -- the first id makes the payload unique: PostgreSQL delivers identical payloads of one
+    -- transaction once, and two statements' jobs must add up
+    PERFORM pg_notify('ferryman_jobs', q.queue || ':' || q.due_now || ':' || q.first)
+    FROM (SELECT queue, count(*) AS due_now, min(id) AS first FROM inserted
            WHERE status = 'ready' AND run_at <= now() GROUP BY queue) q;
     PERFORM pg_notify('ferryman_jobs', q.queue || '|' || extract(epoch FROM q.due)::text)
     FROM (SELECT queue, min(run_at) AS due FROM inserted

@@ -5,7 +5,8 @@
 -- dead claim (its process or connection died), made claimable again by ferryman_free_dead_claims,
 -- which workers call when one of them is gone, after a reconnect, and every poll interval.
 -- claimed_by and claimed_at stay on a finished row: who ran it last.
--- Notifications now say how many jobs are due ('queue:n'), so a worker wakes that many threads.
+-- Notifications now say how many jobs are due ('queue:n:first id'), so a worker wakes that many
+-- threads.
 
 ALTER TABLE ferryman_jobs ADD COLUMN claimed_by integer;     -- pid of the claim's backend
 ALTER TABLE ferryman_jobs ADD COLUMN claimed_at timestamptz; -- when it was claimed
@@ -17,8 +18,10 @@ CREATE INDEX ferryman_jobs_claimed ON ferryman_jobs (claimed_by)
 
 CREATE OR REPLACE FUNCTION ferryman_notify_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('ferryman_jobs', q.queue || ':' || q.due_now)
-    FROM (SELECT queue, count(*) AS due_now FROM inserted
+    -- the first id makes the payload unique: PostgreSQL delivers identical payloads of one
+    -- transaction once, and two statements' jobs must add up
+    PERFORM pg_notify('ferryman_jobs', q.queue || ':' || q.due_now || ':' || q.first)
+    FROM (SELECT queue, count(*) AS due_now, min(id) AS first FROM inserted
            WHERE status = 'ready' AND run_at <= now() GROUP BY queue) q;
     PERFORM pg_notify('ferryman_jobs', q.queue || '|' || extract(epoch FROM q.due)::text)
     FROM (SELECT queue, min(run_at) AS due FROM inserted
