@@ -4,10 +4,11 @@
 Uses FERRYMAN_DATABASE_URL's server, or starts an embedded one (fsync on). Each scenario gets a
 fresh database. Prints a table, then as its LAST line one JSON object with enqueue_per_s,
 bulk_enqueue_per_s, drain_per_s_1, drain_per_s_4, wake_p50_ms, wake_p95_ms, wake_p99_ms and
-batch_overhead_pct (10,000 no-op jobs in one batch vs not, drained by 4 threads, in alternating
-rounds: the median of the rounds' CPU per job, this process's and the server's, with the rounds'
-spread and standard error beside it), and claims_per_job_16_threads (single jobs at 300/s on a
-lane of 16 threads: ferryman_claim calls per job).
+batch_overhead_pct (10,000 no-op jobs in one batch vs not, drained by a lane of 1, in alternating
+rounds: the median of the rounds' CPU per job, the worker's and its database sessions', with its
+standard error and the rounds' range beside it; batch_overhead_db_pct: the sessions' alone),
+and claims_per_job_16_threads (single jobs at 300/s on a lane of 16 threads: ferryman_claim calls
+per job).
 
 With --scale it measures claims at fleet scale instead: slow jobs (--job-seconds, 0.2 s sleeps)
 on N `ferryman worker` processes x T threads, 16, 64 and 256 of them running at once, on a server
@@ -94,24 +95,46 @@ def bench_bulk(dbs: databases.Scratchpad, jobs: int, chunk: int = 5000) -> float
 @dataclasses.dataclass(frozen=True)
 class Drain:
     seconds: float
-    cpu: float | None
-    """CPU seconds of this process (the worker's threads) plus the server's, when local."""
+    db_cpu_per_job: float | None
+    """CPU seconds per job of the worker's database sessions (None: the server is not local)."""
+    own_cpu_per_job: float
+    """CPU seconds per job of this process (the worker's threads, and this loop's polls)."""
+
+
+def backends_cpu_seconds(conn: connect.Connection) -> float | None:
+    """CPU seconds so far of the other client sessions of ``conn``'s database (the worker's
+    pool): autovacuum, checkpoints and other databases are left out. None if not local."""
+    rows = conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+    ).fetchall()
+    try:
+        fields = [_proc_stat(int(row["pid"])) for row in rows]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return sum(int(f[11]) + int(f[12]) for f in fields) / os.sysconf("SC_CLK_TCK")
 
 
 def drain(url: str, lanes: str, expected: int, poll: float = 0.01) -> Drain:
-    """How long (and how much CPU) a fresh worker takes to finish every ready job."""
+    """How long (and how much CPU per job) a fresh worker takes to finish every ready job; CPU
+    is counted from when the worker has started."""
     w = worker(url, lanes)
     with connect.connect(url) as conn:
-        pg0, own0 = pg_cpu_seconds(conn), time.process_time()
         began = time.perf_counter()
         w.start()
+        done0, pg0, own0 = (
+            count_rows(conn, SUCCEEDED),
+            backends_cpu_seconds(conn),
+            time.process_time(),
+        )
         while count_rows(conn, SUCCEEDED) < expected:
             time.sleep(poll)
         elapsed = time.perf_counter() - began
-        pg1, own1 = pg_cpu_seconds(conn), time.process_time()
+        pg1, own1 = backends_cpu_seconds(conn), time.process_time()
     w.stop(grace=5)
-    cpu = None if pg0 is None or pg1 is None else (pg1 - pg0) + (own1 - own0)
-    return Drain(elapsed, cpu)
+    jobs = max(expected - done0, 1)
+    db = None if pg0 is None or pg1 is None else (pg1 - pg0) / jobs
+    return Drain(elapsed, db, (own1 - own0) / jobs)
 
 
 def bench_drain(dbs: databases.Scratchpad, jobs: int, width: int) -> float:
@@ -132,8 +155,9 @@ def bench_batch(dbs: databases.Scratchpad, jobs: int, batched: bool) -> Drain:
             else:
                 enqueue_many(calls, conn=conn)
             conn.execute("VACUUM ANALYZE ferryman_jobs")
+            conn.execute("ALTER TABLE ferryman_jobs SET (autovacuum_enabled = false)")
         expected = jobs + (1 if batched else 0)
-        return drain(url, "default:4", expected, poll=0.05)
+        return drain(url, "default:1", expected, poll=0.05)
 
 
 def bench_wake(dbs: databases.Scratchpad, count: int = 200, spacing: float = 0.02) -> list[float]:
@@ -456,17 +480,26 @@ def run(dbs: databases.Scratchpad, jobs: int, batch_rounds: int) -> dict[str, fl
             (batched if is_batched else plain).append(bench_batch(dbs, jobs, is_batched))
     results["plain_drain_s"] = statistics.median(d.seconds for d in plain)
     results["batched_drain_s"] = statistics.median(d.seconds for d in batched)
-    # per round, batched against plain: CPU (this process + the server) when it can be read,
-    # since a busy machine stretches wall time far more than the work done
-    costs = [
-        (p.cpu, b.cpu) if p.cpu and b.cpu else (p.seconds, b.seconds)
-        for p, b in zip(plain, batched, strict=True)
-    ]
-    overheads = [(b - p) / p * 100 for p, b in costs]
-    results["batch_overhead_pct"] = statistics.median(overheads)
-    results["batch_overhead_spread_pct"] = max(overheads) - min(overheads)
-    results["batch_overhead_stderr_pct"] = statistics.stdev(overheads) / len(overheads) ** 0.5
-    results["batch_overhead_by_cpu"] = float(all(p.cpu for p in plain + batched))
+    # Round by round, batched against plain, in CPU per job (a busy machine stretches wall time
+    # far more than the work done): the database sessions' and the worker's, on a lane of one
+    # thread (more threads add the GIL's contention to the worker's CPU).
+    by_cpu = all(d.db_cpu_per_job for d in plain + batched)
+
+    def cost(d: Drain, db_only: bool = False) -> float:
+        if not by_cpu:
+            return d.seconds
+        return (d.db_cpu_per_job or 0.0) + (0.0 if db_only else d.own_cpu_per_job)
+
+    for key, db_only in (("batch_overhead", False), ("batch_overhead_db", True)):
+        overheads = [
+            (cost(b, db_only) - cost(p, db_only)) / cost(p, db_only) * 100
+            for p, b in zip(plain, batched, strict=True)
+        ]
+        results[f"{key}_pct"] = statistics.median(overheads)
+        results[f"{key}_range_pct"] = max(overheads) - min(overheads)
+        results[f"{key}_stderr_pct"] = statistics.stdev(overheads) / len(overheads) ** 0.5
+    results["batch_overhead_by_cpu"] = float(by_cpu)
+    results["plain_cpu_us_per_job"] = statistics.median(cost(d) for d in plain) * 1e6
     return results
 
 
@@ -486,16 +519,26 @@ def report(results: dict[str, float]) -> None:
             f" / {results['wake_p99_ms']:.2f} ms",
         ),
         (
-            "drain 10,000, plain vs in one batch",
-            f"{results['plain_drain_s']:.2f} s vs {results['batched_drain_s']:.2f} s",
+            "drain 10,000 on a lane of 1, plain vs in one batch",
+            f"{results['plain_drain_s']:.2f} s vs {results['batched_drain_s']:.2f} s"
+            + (
+                f"; {results['plain_cpu_us_per_job']:.0f} us CPU per plain job"
+                if results["batch_overhead_by_cpu"]
+                else ""
+            ),
         ),
         (
             "  batch overhead ("
             + ("CPU per job" if results["batch_overhead_by_cpu"] else "wall time")
-            + ", median of rounds)",
-            f"{results['batch_overhead_pct']:+.1f} %, rounds spread over"
-            f" {results['batch_overhead_spread_pct']:.1f} points,"
-            f" standard error {results['batch_overhead_stderr_pct']:.1f}",
+            + ", median of the rounds)",
+            f"{results['batch_overhead_pct']:+.1f} % ± {results['batch_overhead_stderr_pct']:.1f}"
+            f" (standard error; rounds within {results['batch_overhead_range_pct']:.1f} points)",
+        ),
+        (
+            "  of which in the database",
+            f"{results['batch_overhead_db_pct']:+.1f} %"
+            f" ± {results['batch_overhead_db_stderr_pct']:.1f}"
+            f" (rounds within {results['batch_overhead_db_range_pct']:.1f} points)",
         ),
         (
             "claims per job, 300 single jobs/s, lane of 16",
@@ -514,8 +557,10 @@ def report(results: dict[str, float]) -> None:
         "wake_p95_ms",
         "wake_p99_ms",
         "batch_overhead_pct",
-        "batch_overhead_spread_pct",
         "batch_overhead_stderr_pct",
+        "batch_overhead_range_pct",
+        "batch_overhead_db_pct",
+        "batch_overhead_db_stderr_pct",
         "claims_per_job_16_threads",
     ]
     print(json.dumps({key: round(results[key], 2) for key in keys}))
