@@ -61,10 +61,12 @@ class Finished:
     """A job whose outcome has committed, still holding its claim.
 
     ``left_batch``: it was a batch member and finished for good, so its batch may finish now.
+    ``succeed``: it returned, and its success is written with its release (the next claim).
     """
 
     job: JobRecord
     left_batch: bool
+    succeed: bool = False
 
 
 def claim(
@@ -72,8 +74,9 @@ def claim(
 ) -> JobRecord | None:
     """Claim the next due job of ``queue`` that no one holds, or None.
 
-    ``previous``, the job this connection just finished, is released (and its batch finished,
-    if it was the last member) in the same round trip.
+    ``previous``, the job this connection just finished, is released (its success written
+    first if it is still to be, and its batch finished if it was the last member) in the same
+    round trip: one statement, one commit.
     """
     params = {
         "queue": queue,
@@ -81,6 +84,7 @@ def claim(
         "release": previous.job.id if previous else None,
         "release_key": previous.job.concurrency_key if previous else None,
         "batch": previous.job.batch_id if previous and previous.left_batch else None,
+        "succeed": previous.job.id if previous and previous.succeed else None,
     }
     row = conn.execute(queries.get("claim"), params).fetchone()
     return JobRecord.from_row(row) if row else None
@@ -95,6 +99,8 @@ def unclaim(conn: Connection, job: JobRecord) -> None:
 def release(conn: Connection, finished: Finished) -> None:
     """Drop a finished job's claim without claiming another (and let its batch finish)."""
     job = finished.job
+    if finished.succeed:
+        conn.execute(queries.get("succeed"), {"id": job.id})
     conn.execute(queries.get("release"), {"id": job.id, "concurrency_key": job.concurrency_key})
     if finished.left_batch and job.batch_id is not None:
         batches.try_finish(conn, job.batch_id)

@@ -242,7 +242,7 @@ class Worker:
         with self._running_lock:
             self._running += 1
         try:
-            return runner.finished(job, self.runner.run(conn, job))
+            return runner.finished(job, self.runner.run(conn, job, defer_success=True))
         finally:
             with self._running_lock:
                 self._running -= 1

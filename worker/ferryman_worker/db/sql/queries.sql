@@ -25,8 +25,10 @@ ON CONFLICT (cron_key) WHERE cron_key IS NOT NULL DO NOTHING
 RETURNING id;
 
 -- name: claim
--- Release the previous job (if any), finish its batch (if asked), claim the next.
-SELECT * FROM ferryman_claim(%(queue)s, %(window)s, %(release)s, %(release_key)s, %(batch)s);
+-- Write the previous job's success (if asked), release it (if any), finish its batch (if asked),
+-- claim the next.
+SELECT * FROM ferryman_claim(%(queue)s, %(window)s, %(release)s, %(release_key)s, %(batch)s,
+                             %(succeed)s);
 
 -- name: release
 -- Give up the claim's locks once the job's outcome has committed.

@@ -149,7 +149,8 @@ $$;
 -- have completed it between our scan and our lock.
 -- Returns no row when nothing is claimable. The new lock outlives this statement.
 CREATE FUNCTION ferryman_claim(p_queue text, p_window integer, p_release bigint DEFAULT NULL,
-                               p_release_key text DEFAULT NULL, p_batch bigint DEFAULT NULL)
+                               p_release_key text DEFAULT NULL, p_batch bigint DEFAULT NULL,
+                               p_succeed bigint DEFAULT NULL)
 RETURNS SETOF ferryman_jobs LANGUAGE plpgsql AS $$
 DECLARE
     -- an explicit cursor reads one index entry per FETCH (a FOR loop would read ten at a time)
@@ -161,6 +162,13 @@ DECLARE
     claimed ferryman_jobs;
     held_back integer := 0;
 BEGIN
+    -- the previous job returned (outside any batch): its success commits with this statement.
+    -- Its lock goes before that commit, harmless now that its row is marked claimed (no claim
+    -- looks at it, and the dead-claim sweep leaves rows of live backends alone).
+    IF p_succeed IS NOT NULL THEN
+        UPDATE ferryman_jobs SET status = 'succeeded', finished_at = now(), attempts = attempts + 1
+         WHERE id = p_succeed AND status = 'ready';
+    END IF;
     IF p_release IS NOT NULL THEN
         PERFORM pg_advisory_unlock(p_release);
     END IF;

@@ -5,6 +5,7 @@
 -- dead claim (its process or connection died), made claimable again by ferryman_free_dead_claims,
 -- which workers call when one of them is gone, after a reconnect, and every poll interval.
 -- claimed_by and claimed_at stay on a finished row: who ran it last.
+-- The claim also writes the previous job's success (p_succeed): one commit per job fewer.
 -- Notifications now say how many jobs are due ('queue:n:first id'), so a worker wakes that many
 -- threads.
 
@@ -30,8 +31,10 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION ferryman_claim(p_queue text, p_window integer, p_release bigint DEFAULT NULL,
-                               p_release_key text DEFAULT NULL, p_batch bigint DEFAULT NULL)
+DROP FUNCTION ferryman_claim(text, integer, bigint, text, bigint);
+CREATE FUNCTION ferryman_claim(p_queue text, p_window integer, p_release bigint DEFAULT NULL,
+                               p_release_key text DEFAULT NULL, p_batch bigint DEFAULT NULL,
+                               p_succeed bigint DEFAULT NULL)
 RETURNS SETOF ferryman_jobs LANGUAGE plpgsql AS $$
 DECLARE
     -- an explicit cursor reads one index entry per FETCH (a FOR loop would read ten at a time)
@@ -43,6 +46,13 @@ DECLARE
     claimed ferryman_jobs;
     held_back integer := 0;
 BEGIN
+    -- the previous job returned (outside any batch): its success commits with this statement.
+    -- Its lock goes before that commit, harmless now that its row is marked claimed (no claim
+    -- looks at it, and the dead-claim sweep leaves rows of live backends alone).
+    IF p_succeed IS NOT NULL THEN
+        UPDATE ferryman_jobs SET status = 'succeeded', finished_at = now(), attempts = attempts + 1
+         WHERE id = p_succeed AND status = 'ready';
+    END IF;
     IF p_release IS NOT NULL THEN
         PERFORM pg_advisory_unlock(p_release);
     END IF;
