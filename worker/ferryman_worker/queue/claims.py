@@ -61,7 +61,8 @@ class Finished:
     """A job whose outcome has committed, still holding its claim.
 
     ``left_batch``: it was a batch member and finished for good, so its batch may finish now.
-    ``succeed``: it returned, and its success is written with its release (the next claim).
+    ``succeed``: it returned, and its success is written with its release (the next claim),
+    its batch membership ended in the same statement.
     """
 
     job: JobRecord
@@ -70,24 +71,47 @@ class Finished:
 
 
 def claim(
-    conn: Connection, queue: str, window: int, previous: Finished | None = None
+    conn: Connection,
+    queue: str,
+    window: int,
+    previous: Finished | None = None,
+    check_batch: int | None = None,
 ) -> JobRecord | None:
     """Claim the next due job of ``queue`` that no one holds, or None.
 
-    ``previous``, the job this connection just finished, is released (its success written
-    first if it is still to be, and its batch finished if it was the last member) in the same
-    round trip: one statement, one commit.
+    ``previous``, the job this connection just finished, is released in the same round trip
+    (one statement, one commit), its success written first if it is still to be. A batch may
+    finish only once its last member's end has committed: if ``previous`` ended in an earlier
+    statement (a failure, or ``completing()``), its batch is checked now; if its success is
+    written by this statement, the caller checks its batch with the next one (``check_batch``).
     """
+    batch = (
+        previous.job.batch_id if previous and previous.left_batch and not previous.succeed else None
+    )
+    later = None
+    if check_batch is not None and batch not in (None, check_batch):
+        later = check_batch  # two batches to check: one in the claim, one after it
+    elif check_batch is not None:
+        batch = check_batch
     params = {
         "queue": queue,
         "window": window,
         "release": previous.job.id if previous else None,
         "release_key": previous.job.concurrency_key if previous else None,
-        "batch": previous.job.batch_id if previous and previous.left_batch else None,
+        "batch": batch,
         "succeed": previous.job.id if previous and previous.succeed else None,
     }
     row = conn.execute(queries.get("claim"), params).fetchone()
+    if later is not None:
+        batches.try_finish(conn, later)
     return JobRecord.from_row(row) if row else None
+
+
+def batch_to_check(finished: Finished | None) -> int | None:
+    """The batch to check in the statement after the one that wrote ``finished``'s success."""
+    if finished is not None and finished.succeed and finished.left_batch:
+        return finished.job.batch_id
+    return None
 
 
 def unclaim(conn: Connection, job: JobRecord) -> None:
@@ -96,8 +120,11 @@ def unclaim(conn: Connection, job: JobRecord) -> None:
     conn.execute(queries.get("unclaim"), {"id": job.id, "concurrency_key": job.concurrency_key})
 
 
-def release(conn: Connection, finished: Finished) -> None:
-    """Drop a finished job's claim without claiming another (and let its batch finish)."""
+def release(conn: Connection, finished: Finished, check_batch: int | None = None) -> None:
+    """Drop a finished job's claim without claiming another (and let its batch, and
+    ``check_batch``, finish)."""
+    if check_batch is not None and check_batch != finished.job.batch_id:
+        batches.try_finish(conn, check_batch)
     job = finished.job
     if finished.succeed:
         conn.execute(queries.get("succeed"), {"id": job.id})

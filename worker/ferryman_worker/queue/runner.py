@@ -93,8 +93,8 @@ class Runner:
     def run(self, conn: Connection, job: JobRecord, *, defer_success: bool = False) -> Outcome:
         """Run ``job`` on ``conn`` and commit its outcome. The claim is still held on return.
 
-        ``defer_success``: a job outside any batch that returns without having completed
-        itself is SUCCEEDING, its success left to the caller's next statement on ``conn``.
+        ``defer_success``: a job that returns without having completed itself is SUCCEEDING,
+        its success left to the caller's next statement on ``conn``.
         """
         if job.died and job.attempts + job.died >= job.max_attempts:
             return self._failed_attempt(conn, job, ProcessDied(job.died))
@@ -123,7 +123,7 @@ class Runner:
             current_batch.reset(token)
         if ctx.completed:
             return Outcome.SUCCEEDED
-        if defer_success and job.batch_id is None:
+        if defer_success:
             return Outcome.SUCCEEDING
         conn.execute(queries.get("succeed"), {"id": job.id})
         return Outcome.SUCCEEDED
@@ -160,7 +160,8 @@ class Runner:
 def finished(job: JobRecord, outcome: Outcome) -> Finished:
     """The job's claim, to release; a member that succeeded or failed for good left its batch;
     a SUCCEEDING job's success is written with the release."""
-    left = job.batch_id is not None and outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
+    done = (Outcome.SUCCEEDED, Outcome.SUCCEEDING, Outcome.FAILED)
+    left = job.batch_id is not None and outcome in done
     return Finished(job, left_batch=left, succeed=outcome is Outcome.SUCCEEDING)
 
 

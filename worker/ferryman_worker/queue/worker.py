@@ -25,7 +25,7 @@ import psycopg_pool
 
 from ferryman_worker.db import connect, migrate, queries
 from ferryman_worker.errors import ConfigurationError, DatabaseError
-from ferryman_worker.queue import claims, producer, runner
+from ferryman_worker.queue import batches, claims, producer, runner
 from ferryman_worker.queue.lanes import Lane
 from ferryman_worker.queue.pressure import PressureGauge
 from ferryman_worker.queue.registry import Registry, default_registry
@@ -202,13 +202,14 @@ class Worker:
         After a job with a concurrency key, claim again: its key may have held others back."""
         previous: claims.Finished | None = None
         running: claims.JobRecord | None = None
+        check: int | None = None  # a batch whose member's end the last claim committed
         lane.should_claim()  # this thread was woken for a job: spend its credit
         with self.pool.connection() as conn:
             try:
                 while not self.stopping.is_set():
                     seen = lane.generation
-                    job = claims.claim(conn, lane.name, self.settings.claim_window, previous)
-                    previous = None
+                    job = claims.claim(conn, lane.name, self.settings.claim_window, previous, check)
+                    check, previous = claims.batch_to_check(previous), None
                     if job is None:
                         lane.found_nothing(seen)
                         break
@@ -218,13 +219,14 @@ class Worker:
                     if job.concurrency_key is None and not lane.should_claim():
                         break
             finally:
-                self._settle(conn, previous, running)
+                self._settle(conn, previous, running, check)
 
     def _settle(
         self,
         conn: connect.Connection,
         previous: claims.Finished | None,
         running: claims.JobRecord | None,
+        check: int | None,
     ) -> None:
         """Before the connection goes back to the pool: release a finished job's claim, or give
         up the claim of a job that ended without an outcome (a database error)."""
@@ -233,8 +235,12 @@ class Worker:
                 self._free_claims.set()  # its backend is gone, or going: free its claim soon
             elif running is not None:
                 claims.unclaim(conn, running)
+                if check is not None:
+                    batches.try_finish(conn, check)
             elif previous is not None:
-                claims.release(conn, previous)
+                claims.release(conn, previous, check)
+            elif check is not None:
+                batches.try_finish(conn, check)
         except psycopg.Error:
             self._free_claims.set()
 

@@ -46,12 +46,19 @@ DECLARE
     claimed ferryman_jobs;
     held_back integer := 0;
 BEGIN
-    -- the previous job returned (outside any batch): its success commits with this statement.
+    -- the previous job returned: its success (and the end of its batch membership) commits
+    -- with this statement; its batch is checked by the next one, which sees that committed.
     -- Its lock goes before that commit, harmless now that its row is marked claimed (no claim
     -- looks at it, and the dead-claim sweep leaves rows of live backends alone).
     IF p_succeed IS NOT NULL THEN
-        UPDATE ferryman_jobs SET status = 'succeeded', finished_at = now(), attempts = attempts + 1
-         WHERE id = p_succeed AND status = 'ready';
+        WITH done AS (
+            UPDATE ferryman_jobs
+               SET status = 'succeeded', finished_at = now(), attempts = attempts + 1
+             WHERE id = p_succeed AND status = 'ready'
+            RETURNING id, batch_id
+        )
+        DELETE FROM ferryman_batch_members m USING done
+         WHERE m.batch_id = done.batch_id AND m.job_id = done.id;
     END IF;
     IF p_release IS NOT NULL THEN
         PERFORM pg_advisory_unlock(p_release);
