@@ -31,9 +31,15 @@ def test_jobs_run_once_and_are_marked_succeeded(db_url: str) -> None:
     with in_process(db_url) as worker, connect.connect(db_url) as conn:
         enqueue_many([tj.locks.call() for _ in range(200)], conn=conn)
         wait_for(lambda: _runs(db_url) == 200, 30, "200 runs")
-        wait_for(lambda: worker.running == 0, 5, "the lanes to go idle")
-        held = scalar(db_url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
-        assert held == 0
+        lane = worker.lanes["default"]
+        wait_for(lambda: lane.waiting == lane.spec.width, 5, "the lanes to go idle")
+        wait_for(
+            lambda: (
+                scalar(db_url, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == 0
+            ),
+            5,
+            "no advisory lock held",
+        )
     assert scalar(db_url, "SELECT count(DISTINCT job_id) FROM test_runs") == 200
     assert scalar(db_url, "SELECT count(*) FROM ferryman_jobs WHERE status = 'succeeded'") == 200
     assert scalar(db_url, "SELECT array_agg(DISTINCT n) FROM test_runs") == [1]
