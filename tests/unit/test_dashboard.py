@@ -3,28 +3,45 @@ grouped by labels those metrics have."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import pathlib
 import re
 
-from prometheus_client.metrics import MetricWrapperBase
+from prometheus_client.parser import text_string_to_metric_families
 
 from ferryman_worker import metrics
 
+UTC = datetime.UTC
+
 DASHBOARD = pathlib.Path(__file__).parents[2] / "charts/ferryman/dashboards/ferryman.json"
-SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
 
 
 def exported() -> dict[str, set[str]]:
-    """Every sample name the worker exports, with its labels (histograms' ``le`` included)."""
+    """Every sample name the worker exports, with its labels: each hook called once, then the
+    exposition parsed (the queue depths' families given a row, as a scrape would read)."""
+    metrics.enable()
+    try:
+        metrics.lanes({"migrations": 4})
+        started = metrics.job_started("migrations", "ferryman.task", datetime.datetime.now(UTC))
+        metrics.job_ended("migrations", "ferryman.task", "succeeded", started)
+        metrics.window((1, "ns/run"), "people", 50, 0, 1, 0.01)
+        metrics.source_call("c0ffee", 200, False, 0.02)
+        metrics.tokens("c0ffee", leased=100, spent=20)
+        metrics.token_wait("c0ffee", 0.5)
+        metrics.paused("c0ffee", 1.0)
+        text = metrics.exposition()[0].decode()
+    finally:
+        metrics.disable()
+    row = {"queue": "migrations", "ready": 1, "scheduled": 0, "oldest_ready_seconds": 0.0}
+    families = [
+        *text_string_to_metric_families(text),
+        *metrics.QueueDepth._families([row]),
+    ]
     names: dict[str, set[str]] = {}
-    for value in vars(metrics).values():
-        if isinstance(value, MetricWrapperBase):
-            labels = set(value._labelnames)
-            for suffix in SUFFIXES[value._type]:
-                names[value._name + suffix] = labels | ({"le"} if suffix == "_bucket" else set())
-    for family in metrics.QueueDepth._families([]):
-        names[family.name] = {"queue"}
+    for family in families:
+        for sample in family.samples:
+            names.setdefault(sample.name, set()).update(sample.labels)
     return names
 
 

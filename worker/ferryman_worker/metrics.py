@@ -25,7 +25,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 import psycopg
 import psycopg_pool
@@ -34,55 +33,38 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     generate_latest,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ferryman_worker import jobstats
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 
 log = logging.getLogger("ferryman.metrics")
 
 REGISTRY = CollectorRegistry()
-"""The worker's metrics (its own registry: nothing a library registers globally leaks in)."""
+"""The worker's metrics (its own registry: nothing a library registers globally leaks in), with
+the process's (``process_*``: CPU, memory, file descriptors) and Python's (``python_*``)."""
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)
 
 _SHORT = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-_LONG = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0)
 
 # -- the capsule ---------------------------------------------------------------------------------
 
-JOBS_CLAIMED = Counter(
-    "ferryman_jobs_claimed", "Jobs claimed by this worker.", ["queue", "job"], registry=REGISTRY
-)
-JOBS_FINISHED = Counter(
-    "ferryman_jobs_finished",
-    "Claimed jobs by outcome: succeeded, retried (a failed attempt with attempts to spare), "
-    "failed (for good), deferred (by database pressure; no attempt counted), interrupted (the "
-    "database failed mid-job: no outcome, it runs again).",
-    ["queue", "job", "outcome"],
-    registry=REGISTRY,
-)
-JOB_SECONDS = Histogram(
-    "ferryman_job_duration_seconds",
-    "Seconds from a job's claim to its outcome.",
-    ["queue", "job"],
-    buckets=_LONG,
-    registry=REGISTRY,
-)
-WAKE_SECONDS = Histogram(
-    "ferryman_job_wake_latency_seconds",
-    "Seconds from a job being due (its enqueue's commit, or its scheduled or retry time) to its "
-    "claim. Measured on the worker's clock against the database's.",
-    ["queue"],
-    buckets=_SHORT,
-    registry=REGISTRY,
-)
-LANE_THREADS = Gauge("ferryman_lane_threads", "Threads of each lane.", ["lane"], registry=REGISTRY)
-LANE_BUSY = Gauge(
-    "ferryman_lane_threads_busy", "Lane threads running a job.", ["lane"], registry=REGISTRY
-)
+JOBS = jobstats.JobStats()
+"""Jobs claimed and finished, their durations and wake-ups, busy lane threads: counted per
+thread without locks (``jobstats``), under the names ``ferryman_jobs_claimed_total``,
+``ferryman_jobs_finished_total``, ``ferryman_job_duration_seconds``,
+``ferryman_job_wake_latency_seconds``, ``ferryman_lane_threads``, ``ferryman_lane_threads_busy``."""
+REGISTRY.register(JOBS)
 
 # -- the engine ----------------------------------------------------------------------------------
 
@@ -174,67 +156,22 @@ def exposition() -> tuple[bytes, str]:
 
 # -- hooks: the capsule --------------------------------------------------------------------------
 
-_OUTCOMES = {"succeeded": "succeeded", "succeeding": "succeeded", "retrying": "retried"}
-
 
 def lanes(widths: dict[str, int]) -> None:
     """The process's lanes and their threads."""
     if _on:
-        for lane, width in widths.items():
-            LANE_THREADS.labels(lane).set(width)
-            LANE_BUSY.labels(lane)
-
-
-class _JobSeries:
-    """A job name's series on one queue, looked up once (``labels()`` costs a lock and a
-    dict per call; a job pays for five of them otherwise)."""
-
-    def __init__(self, queue: str, job: str) -> None:
-        self.queue, self.job = queue, job
-        self.claimed = JOBS_CLAIMED.labels(queue, job)
-        self.seconds = JOB_SECONDS.labels(queue, job)
-        self.wake = WAKE_SECONDS.labels(queue)
-        self.busy = LANE_BUSY.labels(queue)
-        self.finished: dict[str, Any] = {}
-
-    def outcome(self, outcome: str) -> Any:
-        child = self.finished.get(outcome)
-        if child is None:
-            child = JOBS_FINISHED.labels(self.queue, self.job, _OUTCOMES.get(outcome, outcome))
-            self.finished[outcome] = child
-        return child
-
-
-_job_series: dict[tuple[str, str], _JobSeries] = {}
-
-
-def _series(queue: str, job: str) -> _JobSeries:
-    series = _job_series.get((queue, job))
-    if series is None:
-        series = _job_series.setdefault((queue, job), _JobSeries(queue, job))
-    return series
+        JOBS.lanes = dict(widths)
 
 
 def job_started(queue: str, job: str, due: datetime.datetime) -> float:
     """A job was claimed; returns the start time to hand to ``job_ended``."""
-    if not _on:
-        return 0.0
-    now = time.time()
-    series = _series(queue, job)
-    series.claimed.inc()
-    series.wake.observe(max(0.0, now - due.timestamp()))
-    series.busy.inc()
-    return now
+    return JOBS.started(queue, job, due) if _on else 0.0
 
 
 def job_ended(queue: str, job: str, outcome: str, started: float) -> None:
     """The claimed job's outcome (the value of ``runner.Outcome``) has been decided."""
-    if not _on or not started:
-        return
-    series = _series(queue, job)
-    series.outcome(outcome).inc()
-    series.seconds.observe(time.time() - started)
-    series.busy.dec()
+    if _on and started:
+        JOBS.ended(queue, job, outcome, started)
 
 
 # -- hooks: the engine ---------------------------------------------------------------------------
