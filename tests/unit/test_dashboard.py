@@ -23,8 +23,8 @@ def exported() -> dict[str, set[str]]:
     metrics.enable()
     try:
         metrics.lanes({"migrations": 4})
-        started = metrics.job_started("migrations", "ferryman.task", datetime.datetime.now(UTC))
-        metrics.job_ended("migrations", "ferryman.task", "succeeded", started)
+        now = datetime.datetime.now(UTC)
+        metrics.job_ended(metrics.job_started("migrations", "ferryman.task", now, now), "retrying")
         metrics.window((1, "ns/run"), "people", 50, 0, 1, 0.01)
         metrics.source_call("c0ffee", 200, False, 0.02)
         metrics.tokens("c0ffee", leased=100, spent=20)

@@ -48,23 +48,27 @@ class _Histogram:
 class _Job:
     """One thread's numbers for one queue and job name."""
 
-    __slots__ = ("claimed", "outcomes", "seconds")
+    __slots__ = ("claimed", "outcomes", "seconds", "wake")
 
     def __init__(self) -> None:
         self.claimed = 0
         self.outcomes: dict[str, int] = {}
         self.seconds = _Histogram(DURATION_BUCKETS)
+        self.wake = _Histogram(WAKE_BUCKETS)
 
 
 class _Thread:
     """One lane thread's numbers; only that thread writes them."""
 
-    __slots__ = ("busy", "jobs", "wake")
+    __slots__ = ("busy", "jobs")
 
     def __init__(self) -> None:
         self.busy: str | None = None
         self.jobs: dict[tuple[str, str], _Job] = {}
-        self.wake: dict[str, _Histogram] = {}
+
+
+Started = tuple[_Thread, _Job, float]
+"""What ``started`` hands to ``ended``: the thread's and the job's numbers, the start time."""
 
 
 class JobStats(Collector):
@@ -77,33 +81,35 @@ class JobStats(Collector):
         self.lanes: dict[str, int] = {}
 
     def _mine(self) -> _Thread:
-        mine: _Thread | None = getattr(self._local, "stats", None)
-        if mine is None:
+        try:
+            mine: _Thread = self._local.stats
+        except AttributeError:
             mine = self._local.stats = _Thread()
             with self._lock:
                 self._threads.append(mine)
         return mine
 
-    def started(self, queue: str, job: str, due: datetime.datetime) -> float:
+    def started(
+        self, queue: str, job: str, run_at: datetime.datetime, created_at: datetime.datetime
+    ) -> Started:
+        """A claim: counted, with its wake-up latency (from the later of the job's due time and
+        its creation); its lane thread is busy until ``ended``."""
         now = time.time()
         mine = self._mine()
         stats = mine.jobs.get((queue, job))
         if stats is None:
             stats = mine.jobs[queue, job] = _Job()
         stats.claimed += 1
-        wake = mine.wake.get(queue)
-        if wake is None:
-            wake = mine.wake[queue] = _Histogram(WAKE_BUCKETS)
-        wake.observe(max(0.0, now - due.timestamp()))
+        due = run_at if run_at > created_at else created_at
+        stats.wake.observe(max(0.0, now - due.timestamp()))
         mine.busy = queue
-        return now
+        return mine, stats, now
 
-    def ended(self, queue: str, job: str, outcome: str, started: float) -> None:
-        mine = self._mine()
-        stats = mine.jobs[queue, job]
+    def ended(self, started: Started, outcome: str) -> None:
+        mine, stats, began = started
         name = OUTCOMES.get(outcome, outcome)
         stats.outcomes[name] = stats.outcomes.get(name, 0) + 1
-        stats.seconds.observe(time.time() - started)
+        stats.seconds.observe(time.time() - began)
         mine.busy = None
 
     # -- the collector --------------------------------------------------------------------------
@@ -148,8 +154,7 @@ class JobStats(Collector):
         for thread in threads:
             for key, stats in list(thread.jobs.items()):
                 jobs.setdefault(key, []).append(stats)
-            for queue, histogram in list(thread.wake.items()):
-                wakes.setdefault(queue, []).append(histogram)
+                wakes.setdefault(key[0], []).append(stats.wake)
             if thread.busy is not None:
                 running[thread.busy] = running.get(thread.busy, 0) + 1
         for (queue, job), parts in sorted(jobs.items()):

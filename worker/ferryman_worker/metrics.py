@@ -163,15 +163,17 @@ def lanes(widths: dict[str, int]) -> None:
         JOBS.lanes = dict(widths)
 
 
-def job_started(queue: str, job: str, due: datetime.datetime) -> float:
-    """A job was claimed; returns the start time to hand to ``job_ended``."""
-    return JOBS.started(queue, job, due) if _on else 0.0
+def job_started(
+    queue: str, job: str, run_at: datetime.datetime, created_at: datetime.datetime
+) -> jobstats.Started | None:
+    """A job was claimed; returns what to hand to ``job_ended`` (None while not recording)."""
+    return JOBS.started(queue, job, run_at, created_at) if _on else None
 
 
-def job_ended(queue: str, job: str, outcome: str, started: float) -> None:
+def job_ended(started: jobstats.Started | None, outcome: str) -> None:
     """The claimed job's outcome (the value of ``runner.Outcome``) has been decided."""
-    if _on and started:
-        JOBS.ended(queue, job, outcome, started)
+    if started is not None:
+        JOBS.ended(started, outcome)
 
 
 # -- hooks: the engine ---------------------------------------------------------------------------
