@@ -7,12 +7,13 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 
 from migration import SECRET, check_against_truth
 from tests.democrm.server_fixture import DemoCRM
 from workers import scalar, wait_for
 
+from ferryman_worker.db import connect
+from ferryman_worker.engine import runs
 from ferryman_worker.engine.runtime import credential_env_var
 
 RUN = """\
@@ -101,9 +102,9 @@ def test_ctrl_c_suspends_and_the_same_command_resumes(tmp_path: pathlib.Path, db
         out, err = first.communicate(timeout=60)
         assert first.returncode == 130, err
         assert "suspended: run `ferryman run" in out
-        paused = _rows(db_url)
-        time.sleep(0.5)
-        assert _rows(db_url) == paused
+        with connect.connect(db_url) as conn:  # the command's workers died with it
+            (run,) = runs.progress(conn)
+        assert run["suspended"] and run["tasks_running"] == 0 and run["tasks_waiting"] > 0
         second = _ferryman("run", path, env=env)
         out, err = second.communicate(timeout=180)
         truth = crm.truth()
