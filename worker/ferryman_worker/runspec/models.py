@@ -261,10 +261,11 @@ class MigrationRunStatus(_Model):
     """Source rows written to the destination."""
 
     rows_skipped: Count = 0
-    """Malformed source rows skipped and recorded."""
+    """Source rows found in the ledger, written before (by an earlier attempt, or an earlier run
+    of the workspace), and not written again."""
 
     rows_failed: Count = 0
-    """Source rows that could not be written."""
+    """Malformed source rows, not written: each is recorded with its reason (`ferryman errors`)."""
 
     started_at: AwareDatetime | None = None
     """When the run started working."""
