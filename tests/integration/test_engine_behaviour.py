@@ -22,7 +22,7 @@ from workers import wait_for
 
 from ferryman_worker import cli
 from ferryman_worker.db import connect, queries
-from ferryman_worker.engine import phases, runs
+from ferryman_worker.engine import phases, runs, schedule
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers import load as load_provider
 
@@ -219,14 +219,14 @@ def test_nothing_of_a_later_phase_is_queued_before_its_phase_opens(db_url: str) 
         queued = runs.start(conn, run)
         with conn.transaction():  # a later-phase task exists early (a stray retry, say)
             phases.seed_tasks(conn, run["id"], 1, [("people", "people:0", {"start": 0})])
-            again = phases.top_up(conn, runs.lock(conn, run["id"]))
+            again = schedule.top_up(conn, runs.lock(conn, run["id"]))
             stray = conn.execute(
                 "SELECT id FROM ferryman_tasks WHERE phase = 1 AND status = 'pending'"
             ).fetchone()
             assert stray is not None  # top-up left it pending
             # a job handed the stray task anyway (an over-enqueue) finds nothing to claim
             claim = conn.execute(
-                queries.get("claim_task", "engine.sql"), {"task_id": stray["id"], "job_id": 1}
+                queries.engine("claim_task"), {"task_id": stray["id"], "job_id": 1}
             ).fetchone()
         claimed = conn.execute(
             "SELECT count(*) AS n FROM ferryman_tasks WHERE phase = 1 AND status <> 'pending'"

@@ -30,7 +30,7 @@ from workers import Subprocess, scalar, wait_for
 from ferryman_worker.db import connect, queries
 from ferryman_worker.engine import runs, windows
 from ferryman_worker.engine.runtime import credential_env_var
-from ferryman_worker.engine.tasks import enqueue_tasks
+from ferryman_worker.engine.schedule import enqueue_tasks
 from ferryman_worker.reaper import reap, sweep_engine
 from ferryman_worker.settings import Settings
 
@@ -105,7 +105,7 @@ def test_a_live_claim_is_kept_until_it_is_stale_then_fenced_out(
         assert sweep_engine(conn, stale_after=1800).released == 1
         with pytest.raises(psycopg.Error) as refused:  # the stale claimer's next window
             claimer.execute(
-                queries.get("close_window", "engine.sql"),
+                queries.engine("close_window"),
                 {
                     "task_id": first,
                     "job_id": 4242,

@@ -43,3 +43,14 @@ def test_a_bad_cron_expression_is_refused() -> None:
 def test_zero_attempts_is_refused() -> None:
     with pytest.raises(QueueError, match="at least 1 attempt"):
         job("t.zero", max_attempts=0)
+
+
+def test_the_task_job_is_registered_with_the_name_and_options_schedule_enqueues_it_with() -> None:
+    from ferryman_worker.engine import schedule, tasks
+
+    call = schedule.task_call(7, 3)
+    assert (call.name, call.args, call.options) == (
+        tasks.run_task.name,
+        (7, 3),
+        tasks.run_task.options,
+    )

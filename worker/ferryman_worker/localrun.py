@@ -32,7 +32,7 @@ EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 def lane_width(settings: Settings) -> int:
     """Width of the ``migrations`` lane, where task jobs run."""
-    from ferryman_worker.engine.tasks import LANE
+    from ferryman_worker.engine.schedule import LANE
 
     for spec in settings.lane_specs:
         if spec.name == LANE:

@@ -23,14 +23,10 @@ import dataclasses
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.engine import phases, runs, tasks
+from ferryman_worker.engine import phases, runs, schedule
 from ferryman_worker.providers import load as load_provider
 from ferryman_worker.queue import admin
 from ferryman_worker.settings import Settings
-
-
-def _q(name: str) -> str:
-    return queries.get(name, "engine.sql")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,14 +43,17 @@ class EngineSweeps:
 
 def sweep_engine(conn: Connection, stale_after: float) -> EngineSweeps:
     """The engine's sweeps, in the order in which each makes work for the next."""
-    failed_tasks = conn.execute(_q("fail_tasks_of_failed_jobs")).fetchall()
-    released = conn.execute(_q("release_dead_claims"), {"stale_after": stale_after}).fetchall()
+    failed_tasks = conn.execute(queries.engine("fail_tasks_of_failed_jobs")).fetchall()
+    released = conn.execute(
+        queries.engine("release_dead_claims"), {"stale_after": stale_after}
+    ).fetchall()
     stalled = conn.execute(
-        _q("release_stalled_runs"), {"stale_after": stale_after, "job_name": tasks.TASK_JOB}
+        queries.engine("release_stalled_runs"),
+        {"stale_after": stale_after, "job_name": schedule.TASK_JOB},
     ).fetchone()
-    failed = conn.execute(_q("fail_runs_with_failed_tasks")).fetchall()
+    failed = conn.execute(queries.engine("fail_runs_with_failed_tasks")).fetchall()
     advanced = 0
-    for run in conn.execute(_q("runs_with_closed_phase")).fetchall():
+    for run in conn.execute(queries.engine("runs_with_closed_phase")).fetchall():
         with conn.transaction():
             locked = runs.lock(conn, int(run["id"]))
             before = (locked["phase"], locked["state"])
@@ -62,9 +61,9 @@ def sweep_engine(conn: Connection, stale_after: float) -> EngineSweeps:
             after = runs.lock(conn, int(run["id"]))
             advanced += (after["phase"], after["state"]) != before
     refilled, queued = 0, 0
-    for run in conn.execute(_q("runs_below_width")).fetchall():
+    for run in conn.execute(queries.engine("runs_below_width")).fetchall():
         with conn.transaction():
-            ids = phases.top_up(conn, runs.lock(conn, int(run["id"])))
+            ids = schedule.top_up(conn, runs.lock(conn, int(run["id"])))
         refilled += bool(ids)
         queued += len(ids)
     return EngineSweeps(
