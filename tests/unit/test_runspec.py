@@ -76,7 +76,7 @@ def test_the_example_file_loads_with_the_defaults() -> None:
     assert spec.source.rate_limit is None
     assert spec.kinds == ["organizations", "people", "deals", "messages"]
     assert spec.options == runspec.RunOptions()
-    assert (spec.options.stripes, spec.options.page_size, spec.options.window_size) == (4, 500, 25)
+    assert (spec.options.stripes, spec.options.page_size, spec.options.window_size) == (4, 500, 50)
     assert (spec.options.fetch_threads, spec.options.deals_per_task) == (4, 10)
     assert spec.options.max_in_flight is None
     assert spec.suspend is False and spec.ttl_seconds_after_finished is None
