@@ -20,8 +20,9 @@ from ferryman_worker.engine.source import SourceError
 from ferryman_worker.queue import JobContext, Unretryable, job
 
 MAX_CLAIMS = 50
-"""A task claimed this many times without finishing fails its run: the queue does not count an
-attempt whose process died, so a task that crashes its worker would otherwise loop forever."""
+"""A task claimed this many times without finishing fails its run: a backstop. A task that
+crashes its worker ends sooner (the queue fails its job after ``max_attempts`` deaths, and the
+reaper fails the task); only a task released again and again as stale could loop without it."""
 
 
 @job(
