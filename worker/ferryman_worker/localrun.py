@@ -21,6 +21,7 @@ from typing import TextIO
 from ferryman_worker import console, contract, reaper
 from ferryman_worker.db import connect, migrate
 from ferryman_worker.engine import runs
+from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.queue.worker import Worker

@@ -2,7 +2,8 @@
 
 It sits below everything that queues tasks (the barrier's winner, a finishing task, runs, the
 reaper) and below the task job itself (``tasks``), which registers its job under the name and
-options given here: so nothing that queues a task imports the code that walks one.
+options given here: so nothing that queues a task imports the code that walks one. A process
+that runs task jobs imports ``tasks`` to register the job (``ferryman worker``, ``ferryman run``).
 """
 
 from __future__ import annotations
