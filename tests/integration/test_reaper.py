@@ -31,7 +31,7 @@ from ferryman_worker.db import connect, queries
 from ferryman_worker.engine import runs, windows
 from ferryman_worker.engine.runtime import credential_env_var
 from ferryman_worker.engine.schedule import enqueue_tasks
-from ferryman_worker.reaper import reap, sweep_engine
+from ferryman_worker.reaper import EngineSweeps, reap, sweep_engine
 from ferryman_worker.settings import Settings
 
 
@@ -221,7 +221,7 @@ def _task_jobs(db_url: str) -> list[dict[str, Any]]:
         ).fetchall()
 
 
-def _sweep(db_url: str, stale_after: float = 1800) -> Any:
+def _sweep(db_url: str, stale_after: float = 1800) -> EngineSweeps:
     with connect.connect(db_url) as conn:
         return sweep_engine(conn, stale_after)
 
