@@ -54,3 +54,14 @@ def test_the_task_job_is_registered_with_the_name_and_options_schedule_enqueues_
         (7, 3),
         tasks.run_task.options,
     )
+
+
+def test_an_async_job_is_refused_at_registration() -> None:
+    registry = Registry()
+
+    async def fetch_report(report_id: int) -> None:
+        """Never awaited by a lane thread: it would be marked succeeded without running."""
+
+    with pytest.raises(QueueError, match=r"'t.async' .*is an async def function.*plain def"):
+        job("t.async", registry=registry)(fetch_report)
+    assert "t.async" not in registry.jobs
