@@ -412,6 +412,7 @@ def test_a_phase_0_task_that_fails_for_good_holds_the_barrier_and_its_retry_fini
             _died(_crashing_worker(db_url, crm.api_key, "walk:organizations:0", "migrations:1"))
         with credential(crm.api_key), engine_worker(db_url):
             wait_for(lambda: _stripe_done(db_url), 60, "stripe organizations:100 to end")
+            wait_for(lambda: _task_jobs(db_url)[0]["status"] == "failed", 30, "ProcessDied")
             sweeps = _sweep(db_url)  # the task whose job died twice fails, and its run
             assert (sweeps.failed_tasks, sweeps.failed_runs) == (1, 1)
             failed = state(db_url, run_id)
