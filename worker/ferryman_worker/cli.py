@@ -22,14 +22,15 @@ Handler = Callable[[argparse.Namespace, Settings], int]
 
 
 def database_url(settings: Settings) -> str:
-    """FERRYMAN_DATABASE_URL, or the embedded server's ``ferryman`` database (started here)."""
+    """FERRYMAN_DATABASE_URL, or the embedded server's ``ferryman`` database: started here if it
+    is not running, and stopped when the last ``ferryman`` process using it exits."""
     if settings.database_url is not None:
         return settings.database_url.get_secret_value()
-    from ferryman_worker.db import embedded
+    from ferryman_worker.db import databases, embedded
 
-    server = embedded.start(settings.embedded_dir)
+    server = embedded.start(settings.embedded_dir, cleanup="stop")
     log.info("FERRYMAN_DATABASE_URL is unset: using the embedded PostgreSQL in %s", server.data_dir)
-    return embedded.ensure_database(server, "ferryman")
+    return databases.create(server.url(), "ferryman", exist_ok=True)
 
 
 def current_database(settings: Settings) -> Connection:
@@ -86,7 +87,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from ferryman_worker import localrun
 
-    return localrun.run_file(args.file, database_url(settings), settings)
+    return localrun.run_file(args.file, lambda: database_url(settings), settings)
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
@@ -332,6 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.log_level.upper() != "DEBUG":  # the embedded server's chatter (a psutil repr, ...)
+        logging.getLogger("pgserver").setLevel(logging.WARNING)
     try:
         settings = load(
             **{

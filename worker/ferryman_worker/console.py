@@ -76,8 +76,14 @@ def retrying_line(row: dict[str, Any], now: datetime.datetime) -> str:
     )
 
 
-def summary(run: RunProgress, kinds: Sequence[dict[str, Any]], now: datetime.datetime) -> list[str]:
-    """The table printed when a run ends."""
+def summary(
+    run: RunProgress,
+    kinds: Sequence[dict[str, Any]],
+    now: datetime.datetime,
+    ferryman: str = "ferryman",
+) -> list[str]:
+    """The table printed when a run ends; ``ferryman`` is how the commands it suggests call
+    ferryman (see ``localrun.command``)."""
     header = (
         f"{'KIND':<14} {'WRITTEN':>10} {'SKIPPED':>8} {'MALFORMED':>9} {'TASKS':>6} "
         f"{'SECONDS':>8} {'ROWS/S':>8}"
@@ -93,7 +99,7 @@ def summary(run: RunProgress, kinds: Sequence[dict[str, Any]], now: datetime.dat
         )
     if run.rows_failed:
         lines.append(
-            f"{run.rows_failed:,} source row(s) not written: `ferryman errors {run.name}` lists"
+            f"{run.rows_failed:,} source row(s) not written: `{ferryman} errors {run.name}` lists"
             " them with their reasons"
         )
     if run.error:

@@ -142,7 +142,7 @@ class RunOptions(_Model):
     page_size: Annotated[int, Field(ge=1, le=500, strict=True)] = 500
     """Rows per listing call; a listing costs the same whatever its size, so the largest is best."""
 
-    window_size: Annotated[int, Field(ge=1, le=60, strict=True)] = 25
+    window_size: Annotated[int, Field(ge=1, le=60, strict=True)] = 50
     """Rows per transaction; a window the database refuses is rewritten with one savepoint per
     row, and PostgreSQL caches 64 subtransactions per transaction."""
 
@@ -261,10 +261,11 @@ class MigrationRunStatus(_Model):
     """Source rows written to the destination."""
 
     rows_skipped: Count = 0
-    """Malformed source rows skipped and recorded."""
+    """Source rows found in the ledger, written before (by an earlier attempt, or an earlier run
+    of the workspace), and not written again."""
 
     rows_failed: Count = 0
-    """Source rows that could not be written."""
+    """Malformed source rows, not written: each is recorded with its reason (`ferryman errors`)."""
 
     started_at: AwareDatetime | None = None
     """When the run started working."""
