@@ -6,7 +6,7 @@
 pydantic writes is turned into a Kubernetes *structural* schema: references inlined, ``anyOf
 [X, null]`` as ``nullable``, draft-2020 exclusive bounds in the OpenAPI v3 form, titles and
 ``additionalProperties: false`` dropped (the API server refuses unknown fields itself, under
-kubectl's strict field validation), spec defaults kept and status defaults dropped.
+kubectl's strict field validation), defaults kept (status too: a new run reads state Pending before the operator saw it).
 
 It must not do I/O: ``render`` returns text, the caller writes it.
 """
@@ -51,6 +51,7 @@ def definition() -> dict[str, Any]:
     spec = _structural(properties["spec"], defs, in_status=False)
     status = _structural(properties["status"], defs, in_status=True)
     status.pop("nullable", None)
+    status["default"] = {}  # so a run shows its status defaults (state Pending) at once
     schema = {
         "type": "object",
         "description": source.get("description", ""),
@@ -109,7 +110,7 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], *, in_status: bool) 
     node = _resolve(node, defs)
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key in _DROPPED or (key == "default" and (in_status or value is None)):
+        if key in _DROPPED or (key == "default" and value in (None, "")):
             continue
         if key == "properties":
             out[key] = {

@@ -45,6 +45,7 @@ def candidate(body: Mapping[str, Any]) -> Candidate:
         key=f"{meta.get('namespace')}/{meta.get('name')}",
         workspace=str(spec.get("workspace", "")),
         state=(body.get("status") or {}).get("state"),
+        deleting=bool(meta.get("deletionTimestamp")),
     )
 
 

@@ -22,11 +22,12 @@ class Candidate:
 
     workspace: str
     state: str | None = None
+    deleting: bool = False
 
     @property
     def waiting(self) -> bool:
-        """Not admitted yet and not refused: Pending or Queued."""
-        return self.state in WAITING_STATES
+        """Not admitted yet, not refused, not being deleted: Pending or Queued."""
+        return self.state in WAITING_STATES and not self.deleting
 
 
 def ahead_of(me: Candidate, others: Iterable[Candidate]) -> Candidate | None:

@@ -290,8 +290,9 @@ class Condition(_Model):
 class MigrationRunStatus(_Model):
     """What the operator last saw of the run; written by the operator only."""
 
-    state: RunState | None = None
-    """Pending, Queued, Running, Succeeded, Failed or Cancelled."""
+    state: RunState = RunState.PENDING
+    """Pending (until the operator admits or queues it), Queued, Running, Succeeded, Failed or
+    Cancelled."""
 
     phase: str | None = None
     """The migration phase running now, e.g. organizations."""
