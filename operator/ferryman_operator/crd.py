@@ -6,7 +6,8 @@
 pydantic writes is turned into a Kubernetes *structural* schema: references inlined, ``anyOf
 [X, null]`` as ``nullable``, draft-2020 exclusive bounds in the OpenAPI v3 form, titles and
 ``additionalProperties: false`` dropped (the API server refuses unknown fields itself, under
-kubectl's strict field validation), defaults kept (status too: a new run reads state Pending before the operator saw it).
+kubectl's strict field validation), defaults kept (status too: a new run reads state Pending
+before the operator saw it).
 
 It must not do I/O: ``render`` returns text, the caller writes it.
 """
