@@ -138,3 +138,197 @@ def test_the_example_run_goes_pending_running_succeeded_and_kubectl_shows_its_co
     reasons = world.reasons("acme-crm")
     assert reasons[0] == "Admitted" and reasons[-1] == "Succeeded"
     assert reasons.count("PhaseStarted") >= 2
+
+
+# -- admission: queue, reject ---------------------------------------------------------------
+
+SLOW = {"seed": 3, "organizations": 1200, "people": 0, "deals": 0, "latency_ms": 250}
+ORGS = {"kinds": ["organizations"], "options": {"pageSize": 50, "stripes": 2}}
+
+
+def test_a_second_run_waits_queued_then_runs_by_itself_and_a_reject_one_fails(world: Bench) -> None:
+    with DemoCRM.start(**SLOW) as crm:
+        world.secret(crm.api_key)
+        world.operator()
+        world.workers(2)
+        world.apply(run_manifest("first", crm.url, **ORGS))
+        world.wait_state("first", "Running")
+        world.apply(run_manifest("second", crm.url, **ORGS))
+        world.apply(run_manifest("third", crm.url, conflictPolicy="Reject", **ORGS))
+        queued = world.wait_state("second", "Queued", timeout=20)
+        refused = world.wait_state("third", "Failed", timeout=20)
+        assert world.status("first")["state"] == "Running"
+        admitted = {c["type"]: c for c in queued["conditions"]}["Admitted"]
+        assert (admitted["status"], admitted["reason"]) == ("False", "WorkspaceBusy")
+        assert f"{world.namespace}/first" in admitted["message"]
+        assert f"{world.namespace}/first" in queued["message"]
+        failed = {c["type"]: c for c in refused["conditions"]}["Failed"]
+        assert failed["status"] == "True" and "conflictPolicy is Reject" in failed["message"]
+        assert "Refused" in world.reasons("third") and "Queued" in world.reasons("second")
+
+        world.wait_state("first", "Succeeded", timeout=120)
+        world.wait_state("second", "Succeeded", timeout=120)
+        assert world.status("third")["state"] == "Failed"  # refused stays refused
+    assert world.reasons("second")[:2] == ["Queued", "Admitted"]
+
+
+# -- suspend, resume, cancel, retry, TTL ------------------------------------------------------
+
+
+def test_suspend_stops_progress_and_resume_continues_it(world: Bench) -> None:
+    with DemoCRM.start(**SLOW) as crm:
+        world.secret(crm.api_key)
+        world.operator()
+        world.workers(2)
+        world.apply(run_manifest("paused", crm.url, **ORGS))
+        eventually(lambda: world.status("paused").get("rowsWritten", 0) > 0, 60, "some rows")
+        world.cp.kubectl(
+            "patch",
+            "mrun",
+            "paused",
+            "-n",
+            world.namespace,
+            "--type=merge",
+            "-p",
+            '{"spec":{"suspend":true}}',
+        )
+
+        def suspended() -> dict[str, Any] | None:
+            found = world.status("paused")
+            kinds = {c["type"]: c for c in found.get("conditions", [])}
+            return found if kinds["Progressing"]["reason"] == "Suspended" else None
+
+        eventually(suspended, 20, "Progressing=False/Suspended")
+        import time
+
+        time.sleep(2)  # running tasks stop at their next window
+        held = world.status("paused")["rowsWritten"]
+        time.sleep(3)
+        assert world.status("paused")["rowsWritten"] == held
+        assert world.status("paused")["state"] == "Running"
+        world.cp.kubectl(
+            "patch",
+            "mrun",
+            "paused",
+            "-n",
+            world.namespace,
+            "--type=merge",
+            "-p",
+            '{"spec":{"suspend":false}}',
+        )
+        final = world.wait_state("paused", "Succeeded", timeout=120)
+        assert final["rowsWritten"] > held
+    reasons = world.reasons("paused")
+    assert reasons.index("Suspended") < reasons.index("Resumed") < reasons.index("Succeeded")
+
+
+def test_deleting_a_live_run_cancels_it_and_the_object_goes_away(world: Bench, db_url: str) -> None:
+    from ferryman_worker import contract
+
+    with DemoCRM.start(**SLOW) as crm:
+        world.secret(crm.api_key)
+        world.operator()
+        world.workers(2)
+        world.apply(run_manifest("doomed", crm.url, **ORGS))
+        eventually(lambda: world.status("doomed").get("rowsWritten", 0) > 0, 60, "some rows")
+        world.cp.kubectl("delete", "mrun", "doomed", "-n", world.namespace, "--timeout=30s")
+        gone = world.cp.kubectl("get", "mrun", "doomed", "-n", world.namespace, check=False)
+        assert gone.returncode != 0 and "NotFound" in gone.stderr
+    with contract.connect(db_url) as conn:
+        [run] = contract.progress(conn, f"{world.namespace}/doomed")
+    assert run.state is contract.RunState.CANCELLED and run.rows_written > 0
+
+
+def test_retry_by_annotation_reopens_a_failed_run_once_the_secret_is_right(world: Bench) -> None:
+    with DemoCRM.start(seed=5, organizations=300, people=100, deals=0) as crm:
+        world.secret("wrong-token")
+        world.operator()
+        world.workers(2)
+        world.apply(run_manifest("unlucky", crm.url, kinds=["organizations", "people"]))
+        failed = world.wait_state("unlucky", "Failed", timeout=90)
+        assert "401" in failed["message"] or "refused" in failed["message"], failed["message"]
+        assert "Failed" in world.reasons("unlucky")
+
+        world.secret(crm.api_key)
+        world.cp.kubectl(
+            "annotate", "mrun", "unlucky", "-n", world.namespace, "ferryman.dev/retry=1"
+        )
+        final = world.wait_state("unlucky", "Succeeded", timeout=90)
+    assert final["lastRetry"] == "1"
+    assert {c["type"]: c["status"] for c in final["conditions"]}["Failed"] == "False"
+    assert "Retried" in world.reasons("unlucky")
+
+
+def test_a_finished_run_is_deleted_after_ttl_seconds(world: Bench) -> None:
+    with DemoCRM.start(seed=9, organizations=100, people=0, deals=0) as crm:
+        world.secret(crm.api_key)
+        world.operator()
+        world.workers(1)
+        world.apply(
+            run_manifest("brief", crm.url, kinds=["organizations"], ttlSecondsAfterFinished=2)
+        )
+        world.wait_state("brief", "Succeeded", timeout=60)
+
+        def gone() -> bool:
+            return (
+                world.cp.kubectl(
+                    "get", "mrun", "brief", "-n", world.namespace, check=False
+                ).returncode
+                != 0
+            )
+
+        eventually(gone, 20, "the run to be deleted after its TTL")
+
+
+# -- only one operator acts; SIGKILL ------------------------------------------------------------
+
+
+def test_two_operators_one_acts_and_the_other_takes_over_after_a_sigkill(
+    world: Bench, db_url: str
+) -> None:
+    with DemoCRM.start(**SLOW) as crm:
+        world.secret(crm.api_key)
+        first = world.operator()
+        second = world.operator(wait=False)
+        world.workers(2)
+        for name in ("left", "right"):
+            world.apply(run_manifest(name, crm.url, **ORGS))
+        eventually(
+            lambda: (
+                {world.status(n).get("state") for n in ("left", "right")} == {"Running", "Queued"}
+            ),
+            20,
+            "one Running, one Queued",
+        )
+        assert world.leader() == first.identity  # type: ignore[attr-defined]
+        assert "Handler" not in second.output() and second.alive()
+
+        first.kill()  # SIGKILL: no release of the Lease, no goodbye
+        world.wait_leader(second, timeout=30)
+        for name in ("left", "right"):
+            world.wait_state(name, "Succeeded", timeout=180)
+        truth = crm.truth()
+    check_against_truth(db_url, truth, kinds=("organizations",))
+    from ferryman_worker import contract
+
+    with contract.connect(db_url) as conn:
+        names = sorted(p.name for p in contract.progress(conn))
+    assert names == [f"{world.namespace}/left", f"{world.namespace}/right"]
+
+
+def test_an_operator_killed_right_after_an_apply_admits_the_run_once_when_restarted(
+    world: Bench, db_url: str
+) -> None:
+    with DemoCRM.start(seed=11, organizations=400, people=0, deals=0) as crm:
+        world.secret(crm.api_key)
+        first = world.operator()
+        world.workers(2)
+        world.apply(run_manifest("abrupt", crm.url, kinds=["organizations"]))
+        import time
+
+        time.sleep(0.3)
+        first.kill()
+        world.operator(wait=True)
+        world.wait_state("abrupt", "Succeeded", timeout=90)
+        truth = crm.truth()
+    check_against_truth(db_url, truth, kinds=("organizations",))
