@@ -7,6 +7,7 @@ Configured once: in-cluster when the pod's service account is mounted, else ``KU
 from __future__ import annotations
 
 import asyncio
+import datetime
 from typing import Any
 
 from kubernetes import client, config
@@ -53,6 +54,32 @@ class Kube:
 
     async def patch_deployment(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         await asyncio.to_thread(self.apps.patch_namespaced_deployment, name, namespace, patch)
+
+    async def post_event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
+        """A core Event on ``obj``, made here rather than through kopf (the pool-spec check runs
+        outside kopf's handlers, where kopf's event queue is not available)."""
+        meta = obj["metadata"]
+        now = datetime.datetime.now(datetime.UTC)
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(
+                generate_name=f"{meta['name']}.", namespace=meta["namespace"]
+            ),
+            involved_object=client.V1ObjectReference(
+                api_version=obj.get("apiVersion"),
+                kind=obj.get("kind"),
+                name=meta["name"],
+                namespace=meta["namespace"],
+                uid=meta.get("uid"),
+            ),
+            reason=reason,
+            message=message[:1000],
+            type=kind,
+            source=client.V1EventSource(component="ferryman-operator"),
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        await asyncio.to_thread(self.core.create_namespaced_event, meta["namespace"], event)
 
     async def delete_run(self, namespace: str, name: str) -> None:
         try:

@@ -12,8 +12,6 @@ from ferryman_operator.errors import DatabaseUnavailable, PoolSpecError
 from ferryman_operator.kube import Kube
 from ferryman_operator.reconcile import pool
 from ferryman_operator.reconcile.conditions import Wanted
-from ferryman_operator.reconcile.events import Event
-from ferryman_operator.resources import events
 from ferryman_worker import contract
 
 log = logging.getLogger("ferryman.operator.workers")
@@ -91,7 +89,7 @@ class Workers:
             if self._warned.get(key) != sizing.message:
                 self._warned[key] = sizing.message
                 log.warning("pool spec %s: %s", key, sizing.message)
-                events.post(deployment, [Event("Warning", sizing.reason, sizing.message)])
+                await self._kube.post_event(deployment, "Warning", sizing.reason, sizing.message)
             return
         self._warned.pop(key, None)
         patch = pool.deployment_patch(deployment, sizing)
@@ -99,4 +97,4 @@ class Workers:
             return
         await self._kube.patch_deployment(meta["namespace"], meta["name"], patch)
         log.info("pool spec %s: Deployment %s resized: %s", key, meta["name"], sizing.message)
-        events.post(deployment, [Event("Normal", "PoolSpecApplied", sizing.message)])
+        await self._kube.post_event(deployment, "Normal", "PoolSpecApplied", sizing.message)

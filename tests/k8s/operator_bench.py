@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -333,3 +334,65 @@ def bench(
                     check=False,
                 )
         world.stop()
+
+
+class SocketProxy:
+    """A unix-socket relay in front of the embedded PostgreSQL: ``url`` reaches the database
+    through it, ``cut()`` is an outage (listener closed, every connection dropped),
+    ``restore()`` ends it. Only the processes given ``url`` see the outage."""
+
+    def __init__(self, db_url: str, folder: Path) -> None:
+        import urllib.parse
+
+        parts = urllib.parse.urlsplit(db_url)
+        query = urllib.parse.parse_qs(parts.query)
+        self._target = str(Path(query["host"][0]) / ".s.PGSQL.5432")
+        self._folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        query["host"] = [str(folder)]
+        self.url = urllib.parse.urlunsplit(
+            parts._replace(query=urllib.parse.urlencode(query, doseq=True))
+        )
+        self._sockets: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self.restore()
+
+    def restore(self) -> None:
+        path = self._folder / ".s.PGSQL.5432"
+        path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        listener.listen(16)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        (self._folder / ".s.PGSQL.5432").unlink(missing_ok=True)
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        self._sockets.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            upstream.connect(self._target)
+            self._sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)

@@ -5,6 +5,8 @@ demo CRM, and ``kubectl get migrationruns`` shows it."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import subprocess
 import threading
 import uuid
@@ -332,3 +334,152 @@ def test_an_operator_killed_right_after_an_apply_admits_the_run_once_when_restar
         world.wait_state("abrupt", "Succeeded", timeout=90)
         truth = crm.truth()
     check_against_truth(db_url, truth, kinds=("organizations",))
+
+
+# -- robustness: the database goes away ---------------------------------------------------------
+
+
+def test_the_operator_survives_a_database_outage_and_recovers_by_itself(
+    world: Bench, db_url: str, tmp_path: Path
+) -> None:
+    proxy = operator_bench.SocketProxy(db_url, tmp_path / "proxy")
+    with DemoCRM.start(**SLOW) as crm:
+        world.secret(crm.api_key)
+        operator = world.operator(FERRYMAN_DATABASE_URL=proxy.url)
+        world.workers(2)  # straight to the database: only the operator loses it
+        world.apply(run_manifest("steady", crm.url, **ORGS))
+        eventually(lambda: world.status("steady").get("rowsWritten", 0) > 0, 60, "some rows")
+        proxy.cut()
+
+        def unavailable() -> dict[str, Any] | None:
+            found = world.status("steady")
+            kinds = {c["type"]: c for c in found.get("conditions", [])}
+            return found if kinds["Progressing"]["reason"] == "DatabaseUnavailable" else None
+
+        down = eventually(unavailable, 20, "Progressing=Unknown/DatabaseUnavailable")
+        assert down["state"] == "Running" and "PostgreSQL" in down["message"]
+        assert "DatabaseUnavailable" in world.reasons("steady")
+        import time
+
+        time.sleep(3)
+        assert operator.alive()
+        proxy.restore()
+        final = world.wait_state("steady", "Succeeded", timeout=120)
+    kinds = {c["type"]: c for c in final["conditions"]}
+    assert kinds["Progressing"]["reason"] == "Succeeded" and operator.alive()
+    proxy.cut()
+
+
+# -- sizing the workers from the pool spec ------------------------------------------------------
+
+
+def pool_objects(namespace: str, lanes: str, replicas: int) -> list[dict[str, Any]]:
+    labels = {"ferryman.dev/workers": "ferryman", "app": "ferryman-worker"}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "ferryman-pool",
+                "namespace": namespace,
+                "labels": {"ferryman.dev/pool-spec": "ferryman"},
+            },
+            "data": {"lanes": lanes, "replicas": str(replicas)},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "ferryman-worker", "namespace": namespace, "labels": labels},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "ferryman-worker"}},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "worker",
+                                "image": "localhost/ferryman:test",
+                                "env": [{"name": "FERRYMAN_LANES", "value": "migrations:1"}],
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    ]
+
+
+def test_an_over_budget_pool_spec_changes_nothing_then_a_fitting_one_is_written_once(
+    world: Bench, db_url: str
+) -> None:
+    from ferryman_worker import contract
+
+    with contract.connect(db_url) as conn:
+        budget = contract.connection_budget(conn)
+    ns = world.release_ns
+    over, deployment = pool_objects(ns, "migrations:4,default:2", budget.available)
+    world.cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [over, deployment]}),
+    )
+    try:
+        world.operator()
+        world.apply(
+            run_manifest("waiting", "http://127.0.0.1:9", kinds=["organizations"], suspend=True)
+        )
+
+        def workers_ready(status: str) -> dict[str, Any] | None:
+            found = world.status("waiting")
+            kinds = {c["type"]: c for c in found.get("conditions", [])}
+            ready = kinds.get("WorkersReady", {})
+            return ready if ready.get("status") == status else None
+
+        refused = eventually(lambda: workers_ready("False"), 30, "WorkersReady=False")
+        assert refused["reason"] == "OverConnectionBudget"
+        assert f"{budget.available} replicas x 10 connections + 6" in refused["message"]
+        assert f"max_connections {budget.max_connections}" in refused["message"]
+        stored = world.cp.kubectl_json("get", "deployment", "ferryman-worker", "-n", ns)
+        assert stored["metadata"]["generation"] == 1 and stored["spec"]["replicas"] == 0
+        warnings = world.cp.kubectl_json(
+            "get", "events", "-n", ns, "--field-selector", "involvedObject.name=ferryman-worker"
+        )
+        assert [e["reason"] for e in warnings["items"] if e["type"] == "Warning"] == [
+            "OverConnectionBudget"
+        ]
+
+        fitting, _ = pool_objects(ns, "migrations:3,default:1", 1)
+        world.cp.kubectl("apply", "-f", "-", input=json.dumps(fitting))
+        eventually(lambda: workers_ready("True"), 30, "WorkersReady=True")
+
+        def rewritten() -> dict[str, Any] | None:
+            found = world.cp.kubectl_json("get", "deployment", "ferryman-worker", "-n", ns)
+            return found if found["spec"]["replicas"] == 1 else None
+
+        written = eventually(rewritten, 30, "the Deployment to be resized")
+        [container] = written["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env == {"FERRYMAN_LANES": "migrations:3,default:1", "FERRYMAN_POOL_SIZE": "8"}
+        digest = hashlib.sha256(b"lanes=migrations:3,default:1;poolSize=8").hexdigest()[:16]
+        assert (
+            written["spec"]["template"]["metadata"]["annotations"]["ferryman.dev/pool-spec-hash"]
+            == digest
+        )
+        import time
+
+        time.sleep(4)  # four more checks: nothing more is written
+        again = world.cp.kubectl_json("get", "deployment", "ferryman-worker", "-n", ns)
+        assert again["metadata"]["generation"] == written["metadata"]["generation"]
+    finally:
+        world.cp.kubectl(
+            "delete",
+            "configmap,deployment",
+            "-l",
+            "ferryman.dev/workers=ferryman",
+            "-n",
+            ns,
+            check=False,
+        )
+        world.cp.kubectl("delete", "configmap", "ferryman-pool", "-n", ns, check=False)
