@@ -307,9 +307,6 @@ def bench(
     world.credentials.mkdir()
     try:
         yield world
-    except BaseException:
-        sys.stderr.write(world.logs())
-        raise
     finally:
         cp.kubectl("delete", "mrun", "--all", "-n", namespace, "--wait=false", check=False)
         alive = [p for p in world.processes if p.name.startswith("operator") and p.alive()]
@@ -334,6 +331,7 @@ def bench(
                     check=False,
                 )
         world.stop()
+        sys.stderr.write(world.logs())  # pytest shows it when the test failed
 
 
 class SocketProxy:

@@ -17,7 +17,7 @@ RESOURCE = (crd.GROUP, crd.VERSION, crd.PLURAL)
 
 
 def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, runs: Runs) -> None:
-    @kopf.index(*RESOURCE, registry=registry)
+    @kopf.index(*RESOURCE, id="waiting", registry=registry)
     def waiting(body: kopf.Body, **_: Any) -> dict[str, Candidate]:
         """Every run by workspace: who is first in line for admission."""
         me = candidate(body)
@@ -27,25 +27,25 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, runs: 
         workspace = (body.get("spec") or {}).get("workspace", "")
         await runs.sync(body, patch, list(waiting.get(workspace, [])))
 
-    @kopf.on.create(*RESOURCE, registry=registry)
+    @kopf.on.create(*RESOURCE, id="created", registry=registry)
     async def created(
         body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate], **_: Any
     ) -> None:
         await sync(body, patch, waiting)
 
-    @kopf.on.update(*RESOURCE, registry=registry)
+    @kopf.on.update(*RESOURCE, id="updated", registry=registry)
     async def updated(
         body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate], **_: Any
     ) -> None:
         await sync(body, patch, waiting)
 
-    @kopf.timer(*RESOURCE, interval=settings.status_interval, registry=registry)
+    @kopf.timer(*RESOURCE, id="refresh", interval=settings.status_interval, registry=registry)
     async def refresh(
         body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate], **_: Any
     ) -> None:
         await sync(body, patch, waiting)
 
-    @kopf.on.delete(*RESOURCE, registry=registry)
+    @kopf.on.delete(*RESOURCE, id="deleted", registry=registry)
     async def deleted(body: kopf.Body, **_: Any) -> None:
         try:
             await runs.cancel(body)
