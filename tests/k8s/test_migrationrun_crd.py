@@ -139,7 +139,7 @@ def refusal(controlplane: Any, namespace: str, document: dict[str, Any]) -> str:
         (
             "spec.source.baseURL",
             "https://example.com/?token=1",
-            'spec.source.baseURL: Invalid value: "https://example.com/?token=1": must not have a query',
+            'spec.source.baseURL: Invalid value: "https://example.com/?token=1": must not have',
         ),
         (
             "spec.source.baseURL",

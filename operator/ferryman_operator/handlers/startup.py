@@ -1,5 +1,6 @@
-"""kopf's login (a fresh registry has none) and its settings: our finalizer, progress kept in annotations (``status`` holds only
-declared fields), no Events for kopf's routine log lines, no peering (the Lease decides)."""
+"""kopf's login (a fresh registry has none) and its settings: our finalizer, progress kept in
+annotations (``status`` holds only declared fields), no Events for kopf's routine log lines, no
+peering (the Lease decides), no watch of every CRD."""
 
 from __future__ import annotations
 
