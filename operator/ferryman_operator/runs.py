@@ -53,6 +53,7 @@ class Runs:
     def __init__(self, db: Database, kube: Kube, workers: Workers) -> None:
         self._db, self._kube, self._workers = db, kube, workers
         self._locks: dict[str, asyncio.Lock] = {}
+        self._written: dict[str, dict[str, Any]] = {}
 
     async def sync(self, body: Mapping[str, Any], patch: Any, others: Iterable[Candidate]) -> None:
         """Reconcile the run ``body``; the new status goes into kopf's ``patch``."""
@@ -66,7 +67,12 @@ class Runs:
     ) -> None:
         now = datetime.datetime.now(datetime.UTC)
         meta = body["metadata"]
-        old: dict[str, Any] = dict(body.get("status") or {})
+        stored: dict[str, Any] = dict(body.get("status") or {})
+        # Handlers of one object run one after the other, each with the body kopf saw before
+        # the last patch landed: the status this process wrote last is the newer "before".
+        written = self._written.get(me.key)
+        old = written if written is not None and meta.get("uid") == written.get("_uid") else stored
+        old = {key: value for key, value in old.items() if key != "_uid"}
         workers = self._workers.condition(meta["namespace"])
         try:
             run = contract.parse_run(dict(body), source=me.key)
@@ -79,8 +85,9 @@ class Runs:
             new["lastRetry"] = look.retried
         events.post(body, [*look.events, *between(old, new)])
         for key, value in new.items():
-            if old.get(key) != value:
+            if stored.get(key) != value:
                 patch.status[key] = value
+        self._written[me.key] = {**new, "_uid": meta.get("uid")}
         await self._expire(body, new, now)
 
     async def _observe(
@@ -138,6 +145,7 @@ class Runs:
                 return False
             return contract.cancel(conn, key)
 
+        self._written.pop(key, None)
         cancelled = await self._db.run(stop)
         if cancelled:
             log.info("run %s: cancelled because its MigrationRun was deleted", key)
