@@ -179,6 +179,9 @@ def _look(
             return look
         found = contract.progress(conn, key)
     progress = found[0]
+    if progress.state is contract.RunState.RUNNING and progress.tasks_total == 0:
+        contract.admit(conn, run, width)  # admitted by a process that died before starting it
+        progress = contract.progress(conn, key)[0]
     action = lifecycle.suspension(
         run.spec.suspend, progress.state is contract.RunState.RUNNING, progress.suspended
     )

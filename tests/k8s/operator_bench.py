@@ -340,17 +340,13 @@ class SocketProxy:
     ``restore()`` ends it. Only the processes given ``url`` see the outage."""
 
     def __init__(self, db_url: str, folder: Path) -> None:
-        import urllib.parse
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-        parts = urllib.parse.urlsplit(db_url)
-        query = urllib.parse.parse_qs(parts.query)
-        self._target = str(Path(query["host"][0]) / ".s.PGSQL.5432")
+        params = conninfo_to_dict(db_url)
+        self._target = str(Path(str(params["host"])) / ".s.PGSQL.5432")
         self._folder = folder
         folder.mkdir(parents=True, exist_ok=True)
-        query["host"] = [str(folder)]
-        self.url = urllib.parse.urlunsplit(
-            parts._replace(query=urllib.parse.urlencode(query, doseq=True))
-        )
+        self.url = make_conninfo(db_url, host=str(folder))
         self._sockets: list[socket.socket] = []
         self._listener: socket.socket | None = None
         self.restore()

@@ -116,11 +116,17 @@ def engine_options(
 
 
 def admit(conn: Connection, run: MigrationRun, lane_width: int) -> int:
-    """Admit and start the run (or find it, if it was admitted before); returns its id.
+    """Admit and start the run (or find it, if it was admitted before, and start it if the
+    process that admitted it died before it was started); returns its id.
 
     AdmissionRefused when another run of the workspace is live: the database decides."""
     existing = runs.by_name(conn, run_key(run))
     if existing is not None:
+        if (
+            existing["state"] == "running"
+            and not runs.progress(conn, existing["id"])[0]["tasks_total"]
+        ):
+            runs.start(conn, existing)  # admitted, then the admitting process died: finish it
         return int(existing["id"])
     row = runs.admit(conn, request_for(run, lane_width))
     runs.start(conn, row)
