@@ -141,9 +141,10 @@ class Runs:
 
         def stop(conn: contract.Connection) -> bool:
             found = contract.progress(conn, key)
-            if not found or found[0].state is not contract.RunState.RUNNING:
-                return False
-            return contract.cancel(conn, key)
+            live = bool(found) and found[0].state is contract.RunState.RUNNING
+            cancelled = live and contract.cancel(conn, key)
+            contract.forget(conn, key)  # a new MigrationRun of this name is a new run
+            return cancelled
 
         self._written.pop(key, None)
         cancelled = await self._db.run(stop)

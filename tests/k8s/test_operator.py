@@ -240,9 +240,39 @@ def test_deleting_a_live_run_cancels_it_and_the_object_goes_away(world: Bench, d
         world.cp.kubectl("delete", "mrun", "doomed", "-n", world.namespace, "--timeout=30s")
         gone = world.cp.kubectl("get", "mrun", "doomed", "-n", world.namespace, check=False)
         assert gone.returncode != 0 and "NotFound" in gone.stderr
-    with contract.connect(db_url) as conn:
-        [run] = contract.progress(conn, f"{world.namespace}/doomed")
-    assert run.state is contract.RunState.CANCELLED and run.rows_written > 0
+        with contract.connect(db_url) as conn:
+            [run] = contract.progress(conn)
+        assert run.state is contract.RunState.CANCELLED and run.rows_written > 0
+        assert run.name == f"{world.namespace}/doomed@{run.id}"  # the name is free again
+
+        world.apply(run_manifest("doomed", crm.url, **ORGS))  # the same name: a new run
+        again = world.wait_state("doomed", "Running", timeout=20)
+        admitted = {c["type"]: c for c in again["conditions"]}["Admitted"]
+        assert (
+            admitted["message"].startswith("admitted as run ")
+            and str(run.id) not in admitted["message"]
+        )
+
+
+def test_a_run_deleted_while_the_operator_is_down_goes_when_it_returns(world: Bench) -> None:
+    with DemoCRM.start(seed=13, organizations=100, people=0, deals=0) as crm:
+        world.secret(crm.api_key)
+        operator = world.operator()
+        world.workers(1)
+        world.apply(run_manifest("orphan", crm.url, kinds=["organizations"]))
+        world.wait_state("orphan", "Succeeded", timeout=60)
+        assert operator.terminate() == 0
+        world.cp.kubectl("delete", "mrun", "orphan", "-n", world.namespace, "--wait=false")
+        stuck = world.get("orphan")
+        assert stuck["metadata"]["deletionTimestamp"]
+        assert stuck["metadata"]["finalizers"] == ["ferryman.dev/cancel-run"]
+        world.operator()
+
+        def gone() -> bool:
+            result = world.cp.kubectl("get", "mrun", "orphan", "-n", world.namespace, check=False)
+            return result.returncode != 0
+
+        eventually(gone, 30, "the run to go once the operator is back")
 
 
 def test_retry_by_annotation_reopens_a_failed_run_once_the_secret_is_right(world: Bench) -> None:

@@ -44,6 +44,7 @@ __all__ = [
     "connect",
     "connection_budget",
     "engine_options",
+    "forget",
     "load_run",
     "load_run_file",
     "parse_run",
@@ -234,6 +235,12 @@ def resume(conn: Connection, name: str) -> list[int]:
 
 def cancel(conn: Connection, name: str) -> bool:
     return runs.cancel(conn, _id(conn, name))
+
+
+def forget(conn: Connection, name: str) -> str | None:
+    """The MigrationRun ``name`` was deleted: its finished run becomes ``name@id`` (returned),
+    so a new MigrationRun of that name is admitted as a new run. A live run keeps its name."""
+    return runs.forget_name(conn, name)
 
 
 def retry(conn: Connection, name: str) -> int:
