@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from migration import check_against_truth
 from tests.democrm.server_fixture import DemoCRM
@@ -319,6 +320,13 @@ def test_a_finished_run_is_deleted_after_ttl_seconds(world: Bench) -> None:
 # -- only one operator acts; SIGKILL ------------------------------------------------------------
 
 
+def healthz(process: Any) -> int:
+    try:
+        return httpx.get(f"http://127.0.0.1:{process.port}/healthz", timeout=5).status_code
+    except httpx.HTTPError:
+        return 0
+
+
 def test_two_operators_one_acts_and_the_other_takes_over_after_a_sigkill(
     world: Bench, db_url: str
 ) -> None:
@@ -337,10 +345,14 @@ def test_two_operators_one_acts_and_the_other_takes_over_after_a_sigkill(
             "one Running, one Queued",
         )
         assert world.leader() == first.identity  # type: ignore[attr-defined]
-        assert "Handler" not in second.output() and second.alive()
+        assert "Handler" not in second.output() and "Timer" not in second.output()
+        assert healthz(first) == 200
+        eventually(lambda: "waiting for Lease" in second.output(), 30, "the standby to wait")
+        assert healthz(second) == 200  # a standby is alive to its probes too
 
         first.kill()  # SIGKILL: no release of the Lease, no goodbye
         world.wait_leader(second, timeout=30)
+        eventually(lambda: healthz(second) == 200, 10, "kopf's liveness endpoint")
         for name in ("left", "right"):
             world.wait_state(name, "Succeeded", timeout=180)
         truth = crm.truth()
