@@ -4,7 +4,7 @@ Standard leader election, as client-go does it: a candidate takes the Lease when
 holder, or when its record has not changed for ``lease_duration`` seconds as this process
 observed it (so clocks need not agree); the holder renews it every third of that. Writes carry
 the resourceVersion read, so two candidates cannot both win. A holder that cannot renew in time
-stops acting (the process exits and is restarted), so two never act at once.
+stops acting and stands by again, so two never act at once.
 """
 
 from __future__ import annotations

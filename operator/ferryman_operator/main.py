@@ -1,5 +1,6 @@
 """``ferryman operator``: wait for the Lease, then run kopf with our handlers until stopped
-(SIGTERM) or until the Lease is lost (exit 1: the pod restarts and queues for the Lease again).
+(SIGTERM, exit 0). A leader that cannot renew the Lease in time (the API server away) stops
+kopf and stands by for the Lease again, in the same process: no crash loop.
 
 While it waits for the Lease a standby serves ``/healthz`` itself, so a standby replica is alive
 to its probes; once leading, kopf's liveness endpoint takes the port over.
@@ -25,6 +26,8 @@ from ferryman_operator.settings import OperatorSettings
 from ferryman_operator.workers import Workers
 
 log = logging.getLogger("ferryman.operator")
+STOP_TIMEOUT = 10.0
+"""Seconds kopf gets to stop after the Lease was lost, before it is cancelled."""
 
 
 def run(settings: OperatorSettings) -> int:
@@ -39,17 +42,34 @@ def run(settings: OperatorSettings) -> int:
 async def _main(settings: OperatorSettings, url: str) -> int:
     kube = Kube(api_client())
     lease = Lease(kube, settings)
-    async with _standby_health(settings.liveness_port):
-        await lease.acquire()
     db = Database(url, settings.db_connections)
     workers = Workers(db, kube, settings.default_lane_width)
-    registry = handlers.build(settings, Runs(db, kube, workers))
-    stop = asyncio.Event()
-    keeper = asyncio.create_task(lease.keep(stop))
-    pool_namespace = settings.pool_namespace or settings.lease_namespace
-    sizing = asyncio.create_task(workers.watch(pool_namespace, settings.pool_interval))
     try:
-        await kopf.operator(
+        while True:
+            async with _standby_health(settings.liveness_port):
+                await lease.acquire()
+            if not await _lead(settings, lease, kube, db, workers):
+                return 0
+            log.warning(
+                "lost the Lease (the API server unreachable?): standing by until it is ours again"
+            )
+    finally:
+        db.close()
+
+
+async def _lead(
+    settings: OperatorSettings, lease: Lease, kube: Kube, db: Database, workers: Workers
+) -> bool:
+    """Run kopf while this process holds the Lease; True if it ended because the Lease was
+    lost (then the caller stands by for it again), False on a clean stop (SIGTERM)."""
+    lease.lost = False
+    stop = asyncio.Event()
+    registry = handlers.build(settings, Runs(db, kube, workers))
+    pool_namespace = settings.pool_namespace or settings.lease_namespace
+    keeper = asyncio.create_task(lease.keep(stop))
+    sizing = asyncio.create_task(workers.watch(pool_namespace, settings.pool_interval))
+    operator = asyncio.create_task(
+        kopf.operator(
             registry=registry,
             standalone=True,
             clusterwide=not settings.namespaces,
@@ -61,13 +81,20 @@ async def _main(settings: OperatorSettings, url: str) -> int:
             ),
             stop_flag=stop,
         )
+    )
+    try:
+        await asyncio.wait({operator, keeper}, return_when=asyncio.FIRST_COMPLETED)
+        if lease.lost:  # kopf may wait on requests to an API server that is away: not for long
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(operator, timeout=STOP_TIMEOUT)
+        else:
+            await operator
     finally:
-        keeper.cancel()
-        sizing.cancel()
-        db.close()
+        for task in (keeper, sizing, operator):
+            task.cancel()
         if not lease.lost:
             await lease.release()
-    return 1 if lease.lost else 0
+    return lease.lost
 
 
 @contextlib.asynccontextmanager

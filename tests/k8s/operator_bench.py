@@ -101,6 +101,7 @@ class Process:
         if self.alive():
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
+        self.log.close()
 
     def terminate(self, timeout: float = 30) -> int:
         if self.alive():
@@ -109,6 +110,7 @@ class Process:
                 return self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self.log.close()
         return self.proc.returncode
 
 
@@ -390,3 +392,42 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
             sink.sendall(data)
     with contextlib.suppress(OSError):
         sink.shutdown(socket.SHUT_WR)
+
+
+def restart_apiserver(cp: Any, down_for: float = 2.0) -> None:
+    """Stop kube-apiserver (SIGTERM), wait ``down_for`` seconds, start it again with the same
+    command line, and record the new process in the control plane's state.json (so ``down``
+    stops it); returns once it answers /readyz."""
+    path = cp.state_dir / "state.json"
+    state = json.loads(path.read_text())
+    [entry] = [p for p in state["processes"] if p["name"] == "kube-apiserver"]
+    os.kill(int(entry["pid"]), signal.SIGTERM)
+    eventually(
+        lambda: not Path(f"/proc/{entry['pid']}").exists() or _zombie(int(entry["pid"])),
+        30,
+        "kube-apiserver to stop",
+    )
+    time.sleep(down_for)
+    log = cp.state_dir / "logs" / "kube-apiserver.log"
+    started = subprocess.run(  # in the background of a shell that exits: not our child to reap
+        ["sh", "-c", f'setsid "$@" </dev/null >>"{log}" 2>&1 & echo $!', "sh", *entry["argv"]],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    pid = int(started.stdout.strip())
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    entry["pid"], entry["started"] = pid, stat.rsplit(")", 1)[1].split()[19]
+    path.write_text(json.dumps(state))
+    eventually(
+        lambda: cp.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
+        60,
+        "kube-apiserver to be ready",
+    )
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import subprocess
 import threading
 import uuid
@@ -153,6 +154,7 @@ SLOW = {"seed": 3, "organizations": 1200, "people": 0, "deals": 0, "latency_ms":
 ORGS = {"kinds": ["organizations"], "options": {"pageSize": 50, "stripes": 2}}
 
 
+@pytest.mark.slow
 def test_a_second_run_waits_queued_then_runs_by_itself_and_a_reject_one_fails(world: Bench) -> None:
     with DemoCRM.start(**SLOW) as crm:
         world.secret(crm.api_key)
@@ -327,6 +329,7 @@ def healthz(process: Any) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_two_operators_one_acts_and_the_other_takes_over_after_a_sigkill(
     world: Bench, db_url: str
 ) -> None:
@@ -385,6 +388,7 @@ def test_an_operator_killed_right_after_an_apply_admits_the_run_once_when_restar
 # -- robustness: the database goes away ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_operator_survives_a_database_outage_and_recovers_by_itself(
     world: Bench, db_url: str, tmp_path: Path
 ) -> None:
@@ -529,3 +533,37 @@ def test_an_over_budget_pool_spec_changes_nothing_then_a_fitting_one_is_written_
             check=False,
         )
         world.cp.kubectl("delete", "configmap", "ferryman-pool", "-n", ns, check=False)
+
+
+# -- the API server restarts ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_operator_carries_on_across_an_api_server_restart(
+    start_controlplane: Any, db_url: str, tmp_path: Path
+) -> None:
+    """On a control plane of its own (its API server is stopped and started again)."""
+    with start_controlplane(
+        tmp_path / "plane", "--no-controller-manager", "--watch-pid", str(os.getpid())
+    ) as cp:
+        operator_bench.install_crd(cp)
+        cp.kubectl("create", "namespace", "ferryman-system")
+        cp.kubectl("create", "namespace", "runs")
+        kubeconfig = operator_bench.install_operator_rbac(cp, "ferryman-system", tmp_path)
+        with (
+            operator_bench.bench(
+                cp, "ferryman-system", kubeconfig, "runs", db_url, tmp_path
+            ) as world,
+            DemoCRM.start(**SLOW) as crm,
+        ):
+            world.secret(crm.api_key)
+            operator = world.operator()
+            world.workers(2)
+            world.apply(run_manifest("before", crm.url, **ORGS))
+            world.wait_state("before", "Running", timeout=30)
+            operator_bench.restart_apiserver(cp, down_for=3)
+            world.apply(run_manifest("after", crm.url, workspace="globex", **ORGS))
+            world.wait_state("after", "Running", timeout=60)  # watches resumed
+            world.wait_state("before", "Succeeded", timeout=120)  # status patches resumed
+            world.wait_state("after", "Succeeded", timeout=120)
+            assert operator.alive()
