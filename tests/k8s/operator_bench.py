@@ -248,7 +248,8 @@ class Bench:
         found = self.cp.kubectl_json(
             "get", "events", "-n", self.namespace, "--field-selector", f"involvedObject.name={name}"
         )
-        return sorted(found["items"], key=lambda e: e["metadata"]["creationTimestamp"])
+        # in the order they were created (timestamps have whole seconds; etcd's revisions do not)
+        return sorted(found["items"], key=lambda e: int(e["metadata"]["resourceVersion"]))
 
     def reasons(self, name: str) -> list[str]:
         return [event["reason"] for event in self.events(name)]

