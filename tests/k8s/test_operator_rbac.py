@@ -18,6 +18,7 @@ pytestmark = pytest.mark.k8s
 
 @pytest.fixture(scope="module")
 def release(controlplane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    operator_bench.install_crd(controlplane)
     namespace = f"rbac-{uuid.uuid4().hex[:6]}"
     controlplane.kubectl("create", "namespace", namespace)
     operator_bench.install_operator_rbac(controlplane, namespace, tmp_path_factory.mktemp("rbac"))
