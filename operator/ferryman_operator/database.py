@@ -38,6 +38,12 @@ class Database:
             if conn is None or conn.closed:
                 conn = contract.connect(self._url)
             result = fn(conn)
+        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction) as exc:
+            self._give_back(conn)
+            raise DatabaseUnavailable(
+                f"the database lacks ferryman's schema ({_first_line(exc)}): run "
+                "`ferryman db migrate` (the chart's migration job does)"
+            ) from None
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             _close(conn)
             raise DatabaseUnavailable(_first_line(exc)) from None

@@ -71,7 +71,13 @@ class Runs:
         # Handlers of one object run one after the other, each with the body kopf saw before
         # the last patch landed: the status this process wrote last is the newer "before".
         written = self._written.get(me.key)
-        old = written if written is not None and meta.get("uid") == written.get("_uid") else stored
+        if written is not None and meta.get("uid") != written.get("_uid"):
+            written = None  # a new object of the same name
+        if written is not None and (written.get("observedGeneration") or 0) > (
+            meta.get("generation") or 0
+        ):
+            return  # a body older than the status written last: the next handler has a newer one
+        old = written if written is not None else stored
         old = {key: value for key, value in old.items() if key != "_uid"}
         workers = self._workers.condition(meta["namespace"])
         try:

@@ -14,6 +14,8 @@ from ferryman_operator.runs import Runs, candidate
 from ferryman_operator.settings import OperatorSettings
 
 RESOURCE = (crd.GROUP, crd.VERSION, crd.PLURAL)
+BACKOFF = 5.0
+"""Seconds before a handler that raised something unexpected runs again (kopf's default: 60)."""
 
 
 def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, runs: Runs) -> None:
@@ -27,25 +29,31 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, runs: 
         workspace = (body.get("spec") or {}).get("workspace", "")
         await runs.sync(body, patch, list(waiting.get(workspace, [])))
 
-    @kopf.on.create(*RESOURCE, id="created", registry=registry)
+    @kopf.on.create(*RESOURCE, id="created", backoff=BACKOFF, registry=registry)
     async def created(
         body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate], **_: Any
     ) -> None:
         await sync(body, patch, waiting)
 
-    @kopf.on.update(*RESOURCE, id="updated", registry=registry)
+    @kopf.on.update(*RESOURCE, id="updated", backoff=BACKOFF, registry=registry)
     async def updated(
         body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate], **_: Any
     ) -> None:
         await sync(body, patch, waiting)
 
-    @kopf.timer(*RESOURCE, id="refresh", interval=settings.status_interval, registry=registry)
+    @kopf.timer(
+        *RESOURCE,
+        id="refresh",
+        interval=settings.status_interval,
+        backoff=BACKOFF,
+        registry=registry,
+    )
     async def refresh(
         body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate], **_: Any
     ) -> None:
         await sync(body, patch, waiting)
 
-    @kopf.on.delete(*RESOURCE, id="deleted", registry=registry)
+    @kopf.on.delete(*RESOURCE, id="deleted", backoff=BACKOFF, registry=registry)
     async def deleted(body: kopf.Body, **_: Any) -> None:
         try:
             await runs.cancel(body)
