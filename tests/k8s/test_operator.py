@@ -522,6 +522,31 @@ def test_an_over_budget_pool_spec_changes_nothing_then_a_fitting_one_is_written_
         time.sleep(4)  # four more checks: nothing more is written
         again = world.cp.kubectl_json("get", "deployment", "ferryman-worker", "-n", ns)
         assert again["metadata"]["generation"] == written["metadata"]["generation"]
+
+        narrower, _ = pool_objects(ns, "migrations:2", 1)  # a changed lanes string
+        world.cp.kubectl("apply", "-f", "-", input=json.dumps(narrower))
+
+        def relaned() -> dict[str, Any] | None:
+            found = world.cp.kubectl_json("get", "deployment", "ferryman-worker", "-n", ns)
+            env = {
+                e["name"]: e["value"]
+                for e in found["spec"]["template"]["spec"]["containers"][0]["env"]
+            }
+            return found if env["FERRYMAN_LANES"] == "migrations:2" else None
+
+        changed = eventually(relaned, 30, "the new lanes in the Deployment")
+        time.sleep(4)
+        settled = world.cp.kubectl_json("get", "deployment", "ferryman-worker", "-n", ns)
+        assert (
+            settled["metadata"]["generation"]
+            == changed["metadata"]["generation"]
+            == again["metadata"]["generation"] + 1
+        )
+        env = {
+            e["name"]: e["value"]
+            for e in settled["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        assert env["FERRYMAN_POOL_SIZE"] == "6"
     finally:
         world.cp.kubectl(
             "delete",
@@ -567,3 +592,23 @@ def test_the_operator_carries_on_across_an_api_server_restart(
             world.wait_state("before", "Succeeded", timeout=120)  # status patches resumed
             world.wait_state("after", "Succeeded", timeout=120)
             assert operator.alive()
+
+
+def test_a_run_whose_source_fails_shows_the_retrying_line_then_recovers(world: Bench) -> None:
+    with DemoCRM.start(seed=17, organizations=200, people=0, deals=0, error_rate=1.0) as crm:
+        world.secret(crm.api_key)
+        world.operator()
+        world.workers(1)
+        world.apply(run_manifest("flaky", crm.url, kinds=["organizations"]))
+
+        def retrying() -> dict[str, Any] | None:
+            found = world.status("flaky")
+            kinds = {c["type"]: c for c in found.get("conditions", [])}
+            return found if kinds.get("Progressing", {}).get("reason") == "Retrying" else None
+
+        shown = eventually(retrying, 60, "Progressing=True/Retrying")
+        assert shown["message"].startswith("retrying ") and "task(s)" in shown["message"]
+        [row] = table(world, "-o", "wide")
+        assert row["MESSAGE"].startswith("retrying ")
+        crm.configure(error_rate=0.0)
+        world.wait_state("flaky", "Succeeded", timeout=120)
