@@ -20,7 +20,7 @@ RUN: dict[str, Any] = {
     "kind": "MigrationRun",
     "metadata": {"name": "bounded"},
     "spec": {
-        "workspace": "acme",
+        "workspace": "crd-bounds",  # none of the operator tests' workspaces
         "source": {
             "provider": "democrm",
             "baseURL": "http://127.0.0.1:8765",
@@ -36,6 +36,7 @@ def crd(controlplane: Any) -> Iterator[str]:
     namespace = f"crd-{uuid.uuid4().hex[:6]}"
     controlplane.kubectl("create", "namespace", namespace)
     yield namespace
+    controlplane.kubectl("delete", "mrun", "--all", "-n", namespace, "--wait=false", check=False)
     controlplane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 

@@ -310,10 +310,10 @@ class MigrationRunStatus(_Model):
     """Source rows written to the destination."""
 
     rows_skipped: Count = 0
-    """Malformed source rows skipped and recorded."""
+    """Source rows met again that were written before (the ledger keeps each row once)."""
 
     rows_failed: Count = 0
-    """Source rows that could not be written."""
+    """Malformed source rows not written, each recorded with its reason (ferryman errors)."""
 
     started_at: AwareDatetime | None = None
     """When the run started working."""
