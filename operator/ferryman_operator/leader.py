@@ -36,26 +36,30 @@ class Lease:
     async def acquire(self) -> None:
         """Wait until this process holds the Lease."""
         waiting_logged = False
-        while not await asyncio.to_thread(self._try):
+        while not await self._try_safely():
             if not waiting_logged:
-                log.info(
-                    "waiting for Lease %s/%s held by another operator", self._namespace, self._name
-                )
+                log.info("waiting for Lease %s/%s", self._namespace, self._name)
                 waiting_logged = True
             await asyncio.sleep(self._renew)
         log.info("holding Lease %s/%s as %s", self._namespace, self._name, self._identity)
+
+    async def _try_safely(self) -> bool:
+        """One try; an API error (the server away, or its authorizer still warming up after a
+        restart: 403) is logged and counts as not holding it."""
+        try:
+            return await asyncio.to_thread(self._try)
+        except Exception as exc:
+            log.warning(
+                "cannot read or write Lease %s/%s: %s", self._namespace, self._name, _short(exc)
+            )
+            return False
 
     async def keep(self, stop: asyncio.Event) -> None:
         """Renew until stopped; set ``stop`` (and ``lost``) when renewal fails for too long."""
         renewed = time.monotonic()
         while not stop.is_set():
             await asyncio.sleep(self._renew)
-            try:
-                ok = await asyncio.to_thread(self._try)
-            except Exception as exc:  # an API error: try again until the deadline
-                log.warning("cannot renew Lease: %s", exc)
-                ok = False
-            if ok:
+            if await self._try_safely():
                 renewed = time.monotonic()
             elif time.monotonic() - renewed > self._duration - self._renew:
                 log.error("lost Lease %s/%s: stopping", self._namespace, self._name)
@@ -127,6 +131,13 @@ class Lease:
         if lease.spec.holder_identity == self._identity:
             lease.spec.holder_identity = None
             self._replace(lease)
+
+
+def _short(exc: BaseException) -> str:
+    if isinstance(exc, client.ApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _now() -> datetime.datetime:

@@ -311,30 +311,30 @@ def bench(
     try:
         yield world
     finally:
-        cp.kubectl("delete", "mrun", "--all", "-n", namespace, "--wait=false", check=False)
-        alive = [p for p in world.processes if p.name.startswith("operator") and p.alive()]
-        if alive:
-            with contextlib.suppress(AssertionError):
-                eventually(
-                    lambda: not cp.kubectl_json("get", "mrun", "-n", namespace)["items"],
-                    20,
-                    "runs gone",
-                )
-        else:  # no operator to remove the finalizer: do what docs tell a user to
-            for item in cp.kubectl_json("get", "mrun", "-n", namespace)["items"]:
-                cp.kubectl(
-                    "patch",
-                    "mrun",
-                    item["metadata"]["name"],
-                    "-n",
-                    namespace,
-                    "--type=merge",
-                    "-p",
-                    '{"metadata":{"finalizers":null}}',
-                    check=False,
-                )
-        world.stop()
-        sys.stderr.write(world.logs())  # pytest shows it when the test failed
+        try:
+            _delete_runs(cp, world, namespace)
+        finally:
+            world.stop()
+            sys.stderr.write(world.logs())  # pytest shows it when the test failed
+
+
+def _delete_runs(cp: Any, world: Bench, namespace: str) -> None:
+    """Delete the bench's runs while its operator runs (or drop their finalizers, as the README
+    tells a user to, when none runs)."""
+    cp.kubectl("delete", "mrun", "--all", "-n", namespace, "--wait=false", check=False)
+    alive = [p for p in world.processes if p.name.startswith("operator") and p.alive()]
+    if alive:
+        with contextlib.suppress(AssertionError):
+            eventually(
+                lambda: not cp.kubectl_json("get", "mrun", "-n", namespace)["items"],
+                20,
+                "runs gone",
+            )
+        return
+    for item in cp.kubectl_json("get", "mrun", "-n", namespace)["items"]:
+        name = item["metadata"]["name"]
+        patch = '{"metadata":{"finalizers":null}}'
+        cp.kubectl("patch", "mrun", name, "-n", namespace, "--type=merge", "-p", patch, check=False)
 
 
 class SocketProxy:

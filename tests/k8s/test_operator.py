@@ -292,6 +292,8 @@ def test_retry_by_annotation_reopens_a_failed_run_once_the_secret_is_right(world
         world.cp.kubectl(
             "annotate", "mrun", "unlucky", "-n", world.namespace, "ferryman.dev/retry=1"
         )
+        taken = lambda: world.status("unlucky").get("lastRetry") == "1"  # noqa: E731
+        eventually(taken, 30, "the retry to be taken")
         final = world.wait_state("unlucky", "Succeeded", timeout=90)
     assert final["lastRetry"] == "1"
     assert {c["type"]: c["status"] for c in final["conditions"]}["Failed"] == "False"
