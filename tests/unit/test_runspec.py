@@ -276,7 +276,7 @@ def test_each_rule_names_its_path_and_the_fix(changes: dict[str, Any], expected:
         (
             {"spec__priority": 3},
             "spec.priority: unknown field; known fields here: "
-            "workspace, source, kinds, options, suspend, ttlSecondsAfterFinished",
+            "workspace, source, kinds, options, suspend, ttlSecondsAfterFinished, conflictPolicy",
         ),
         (
             {"specs": {}},
@@ -602,7 +602,7 @@ def test_a_status_validated_alone_is_explained_from_its_own_root() -> None:
         "tasksDone: must be at least 0; got -1",
         "rowsWriten: unknown field (did you mean rowsWritten?); known fields here: state, phase, "
         "tasksDone, tasksTotal, tasksSummary, rowsWritten, rowsSkipped, rowsFailed, startedAt, "
-        "finishedAt, observedGeneration, conditions",
+        "finishedAt, observedGeneration, message, lastRetry, conditions",
     )
 
 

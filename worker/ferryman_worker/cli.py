@@ -243,7 +243,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--jobs", type=int, default=2000, help="jobs to run (default 2000)")
     demo.set_defaults(handler=cmd_demo)
+    _add_plugins(commands)
     return parser
+
+
+def _add_plugins(commands: Any) -> None:
+    """Sub-commands that other packages register under the ``ferryman.commands`` entry points
+    (``ferryman operator`` and ``ferryman crd`` come from ferryman_operator, which this package
+    never imports): each entry point is a function that adds its parsers to ``commands``."""
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group="ferryman.commands"), key=lambda e: e.name):
+        entry.load()(commands)
 
 
 def _add_worker(commands: Any) -> None:

@@ -185,6 +185,13 @@ def retry(conn: Connection, run_id: int) -> int:
     return reopened
 
 
+def forget_name(conn: Connection, name: str) -> str | None:
+    """Rename the finished run ``name`` to ``name@id`` (its new name; None if there is no such
+    finished run), so the name can be admitted again."""
+    row = conn.execute(_q("forget_run_name"), {"name": name}).fetchone()
+    return None if row is None else str(row["name"])
+
+
 def cancel(conn: Connection, run_id: int, reason: str = "cancelled") -> bool:
     """End a run for good: its tasks stop at their next window boundary."""
     with conn.transaction():

@@ -368,3 +368,10 @@ UPDATE ferryman_runs r SET state = 'failed', finished_at = now(),
  WHERE r.state = 'running'
    AND EXISTS (SELECT 1 FROM ferryman_tasks t WHERE t.run_id = r.id AND t.status = 'failed')
 RETURNING r.id;
+
+-- name: forget_run_name
+-- A finished run whose MigrationRun was deleted gives its name up (it becomes name@id), so a
+-- new MigrationRun of the same name is a new run; its rows, tasks and errors stay.
+UPDATE ferryman_runs SET name = name || '@' || id
+ WHERE name = %(name)s AND state <> 'running'
+RETURNING name;
