@@ -34,7 +34,10 @@ pytestmark = [pytest.mark.k8s, pytest.mark.node, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "ferryman"
 RELEASE = "fm"
-DATASET = {"seed": 7, "organizations": 1500, "people": 600, "deals": 60, "malformed_rate": 0.01}
+DATASET = {"seed": 7, "organizations": 4000, "people": 3000, "deals": 200, "malformed_rate": 0.01}
+# Listings of 50 rows answered after 150 ms: a run takes long enough to be cut in the middle.
+LATENCY_MS = 150
+PAGE_SIZE = 50
 
 
 @dataclass
@@ -79,6 +82,7 @@ def run_yaml(name: str, namespace: str, workspace: str, url: str) -> str:
             provider: democrm
             baseURL: {url}
             credentialsSecretRef: {{name: democrm-token, key: token}}
+          options: {{pageSize: {PAGE_SIZE}}}
         """
     )
 
@@ -131,7 +135,7 @@ def release(node: Any, controlplane_cli: Callable[..., Any]) -> Iterator[Release
     assert loaded.returncode == 0, loaded.stderr
     namespace = f"e2e-{int(time.time())}"
     plane.kubectl("create", "namespace", namespace)
-    with tcp_postgres() as admin_url, DemoCRM.start(latency_ms=15, **DATASET) as crm:
+    with tcp_postgres() as admin_url, DemoCRM.start(latency_ms=LATENCY_MS, **DATASET) as crm:
         db_url = create_database(admin_url, "ferryman_e2e")
         kube_url = url_of(db_url)
         plane.kubectl(
@@ -225,6 +229,7 @@ def test_a_worker_pod_deleted_mid_run_loses_nothing(release: Release, wait_for: 
     release.apply_run("globex-crm", "globex")
     wait_for(lambda: (release.run_status("globex-crm").get("rowsWritten") or 0) > 0, 120, 0.5)
     [old] = release.worker_pods()
+    assert release.run_status("globex-crm")["state"] == "Running"  # cut in the middle
     release.kubectl("delete", "pod", old["metadata"]["name"], "--wait=false")
 
     def replaced() -> bool:
@@ -242,6 +247,7 @@ def test_helm_upgrade_with_new_lanes_rolls_the_workers_and_the_run_goes_on(
     [before] = release.worker_pods()
     release.apply_run("initech-crm", "initech")
     wait_for(lambda: (release.run_status("initech-crm").get("rowsWritten") or 0) > 0, 120, 0.5)
+    assert release.run_status("initech-crm")["state"] == "Running"  # the upgrade comes mid-run
     release.helm(
         "upgrade",
         RELEASE,
