@@ -18,7 +18,7 @@ import subprocess
 import textwrap
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,13 +126,12 @@ def local_values(plane: Any, image: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def release(node: Any, controlplane_cli: Callable[..., Any]) -> Iterator[Release]:
-    """The chart installed with --wait into a fresh namespace; uninstalled at the end if a test
-    did not."""
-    plane = node
+def release(node: Any) -> Iterator[Release]:
+    """The chart's values for the node, secrets in a fresh namespace, PostgreSQL and the demo CRM
+    on loopback; the release is uninstalled at the end if a test did not."""
+    plane = node.controlplane
     image = image_ref()
-    loaded = controlplane_cli("load-image", image, "--state-dir", str(plane.state_dir))
-    assert loaded.returncode == 0, loaded.stderr
+    node.load_image(image)
     namespace = f"e2e-{int(time.time())}"
     plane.kubectl("create", "namespace", namespace)
     with tcp_postgres() as admin_url, DemoCRM.start(latency_ms=LATENCY_MS, **DATASET) as crm:
