@@ -322,7 +322,7 @@ def test_a_failing_migration_fails_the_install_with_its_error(release: Release) 
             "get", "pods", "-n", namespace, "-l", "app.kubernetes.io/component=migrate"
         )["items"]
         message = pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
-        assert str(closed) in message or "connect" in message.lower(), message
+        assert "cannot connect to PostgreSQL" in message and f"port {closed}" in message, message
         assert not release.plane.kubectl_json("get", "deployments", "-n", namespace)["items"]
     finally:
         release.plane.helm("uninstall", "bad", "-n", namespace, check=False)
