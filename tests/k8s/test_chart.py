@@ -442,3 +442,39 @@ def test_install_upgrade_and_uninstall_on_the_api_server(
     crd = kubectl("get", "crd", "migrationruns.ferryman.dev", check=False)
     if (CHART / "crds").is_dir():  # helm never deletes a chart's CRDs (nor the runs in them)
         assert crd.returncode == 0, crd.stderr
+
+
+def test_every_value_is_commented_and_known_to_the_schema() -> None:
+    """Each key of values.yaml has a comment right above it (Kubernetes' own objects passed
+    through as is, like resources, excepted), and the schema describes every key."""
+    passthrough = {"resources", "podSecurityContext", "securityContext", "rollingUpdate"}
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    parents: list[tuple[int, str]] = []
+    uncommented = []
+    for number, line in enumerate(lines):
+        stripped = line.lstrip()
+        if not stripped or stripped.startswith(("#", "-")) or ":" not in stripped:
+            continue
+        indent, key = len(line) - len(stripped), stripped.split(":", 1)[0]
+        parents = [(i, k) for i, k in parents if i < indent]
+        inside = {k for _, k in parents}
+        parents.append((indent, key))
+        if inside & passthrough:
+            continue
+        leaf = stripped.split(":", 1)[1].strip() != ""
+        above = lines[number - 1].lstrip() if number else ""
+        if leaf and not above.startswith("#"):
+            uncommented.append(line)
+    assert not uncommented, uncommented
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+
+    def check(values: dict[str, Any], node: dict[str, Any], path: str) -> None:
+        assert node.get("additionalProperties") is False, f"{path or '/'} accepts unknown keys"
+        for key, value in values.items():
+            assert key in node["properties"], f"{path}/{key} is not in values.schema.json"
+            nested = isinstance(value, dict) and node["properties"][key].get("properties")
+            if nested and key not in passthrough:
+                check(value, node["properties"][key], f"{path}/{key}")
+
+    check(yaml.safe_load((CHART / "values.yaml").read_text()), schema, "")
