@@ -17,7 +17,6 @@ import json
 import subprocess
 import textwrap
 import time
-import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,19 +95,14 @@ def image_ref() -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
-def local_values(plane: Any, image: str) -> list[str]:
+def local_values(node: Any, image: str) -> list[str]:
     """The values a local node needs (shared interface 7), and small graces for quick rollouts."""
-    api = urllib.parse.urlsplit(plane.server)
     repository, tag = image.rsplit(":", 1)
     settings = {
         "image.repository": repository,
         "image.tag": tag,
         "image.pullPolicy": "Never",
         "hostNetwork": "true",
-        "extraEnv[0].name": "KUBERNETES_SERVICE_HOST",
-        "extraEnv[0].value": api.hostname,
-        "extraEnv[1].name": "KUBERNETES_SERVICE_PORT",
-        "extraEnv[1].value": str(api.port),
         "operator.livenessPort": str(free_port()),
         "worker.metricsPort": str(free_port()),
         "worker.replicas": "1",
@@ -119,6 +113,9 @@ def local_values(plane: Any, image: str) -> list[str]:
         "worker.heartbeatInterval": "2",
         "sourceCredentials.secrets": "{democrm-token}",
     }
+    for index, (name, value) in enumerate(sorted(node.in_cluster_env.items())):
+        settings[f"extraEnv[{index}].name"] = name
+        settings[f"extraEnv[{index}].value"] = value
     args = []
     for key, value in settings.items():
         args += ["--set-string" if key.endswith((".value", "tag")) else "--set", f"{key}={value}"]
@@ -155,7 +152,7 @@ def release(node: Any) -> Iterator[Release]:
             "-n",
             namespace,
         )
-        rel = Release(plane, namespace, kube_url, crm, local_values(plane, image))
+        rel = Release(plane, namespace, kube_url, crm, local_values(node, image))
         try:
             yield rel
         finally:
