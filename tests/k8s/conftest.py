@@ -1,9 +1,12 @@
-"""The local Kubernetes control plane (hack/controlplane) for tests marked `k8s`.
+"""The local Kubernetes control plane (hack/controlplane) for tests marked `k8s`, and its node
+for tests marked `node`.
 
 The binaries are built once collection is over, before any test runs, so that a cold build (tens of
 minutes) is not cut short by a test's timeout; a failed build fails every k8s test with its reason.
 Then one control plane per session: etcd, kube-apiserver and kube-controller-manager on free
-loopback ports, taken down at the end (and by its watchdog if this process dies first).
+loopback ports, taken down at the end (and by its watchdog if this process dies first). The first
+test that asks for `node` adds kube-scheduler, kubelet and containerd to it (`add-node`); the node
+is removed at the end of the session (by the same watchdog if the session is killed).
 """
 
 from __future__ import annotations
@@ -28,23 +31,33 @@ CONTROLPLANE = ROOT / "hack" / "controlplane"
 BUILD_FAILURE = pytest.StashKey[str]()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs the node needs the control plane: `-m "not k8s"` leaves it out too."""
+    for item in items:
+        if item.get_closest_marker("node") and not item.get_closest_marker("k8s"):
+            item.add_marker(pytest.mark.k8s)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Build the binaries (a no-op when cached) if any selected test needs the control plane."""
+    """Build the binaries (a no-op when cached) if any selected test needs the control plane,
+    and the node's (kubelet, kube-scheduler, containerd) if any needs the node."""
     config = session.config
     if config.option.collectonly or BUILD_FAILURE in config.stash:
         return
     if not any(item.get_closest_marker("k8s") for item in session.items):
         return
+    node = any(item.get_closest_marker("node") for item in session.items)
     capture = config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-        config.stash[BUILD_FAILURE] = build()
+        config.stash[BUILD_FAILURE] = build(node)
 
 
-def build() -> str:
-    """Run `hack/controlplane build`, showing its progress; return "" or why it failed."""
+def build(node: bool = False) -> str:
+    """Run `hack/controlplane build [--node]`, showing its progress; return "" or why it failed."""
     last = collections.deque[str](maxlen=60)
+    argv = [str(CONTROLPLANE), "build", *(["--node"] if node else [])]
     with subprocess.Popen(
-        [str(CONTROLPLANE), "build"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as proc:
         for line in proc.stdout or ():
             sys.stderr.write(line)
@@ -200,3 +213,77 @@ def start_controlplane(
 def controlplane_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
     """`controlplane_cli("env", "--state-dir", ...)`: run hack/controlplane, capture its output."""
     return controlplane_command
+
+
+class Node:
+    """The node of the session's control plane: kubelet, kube-scheduler and containerd, so pods
+    run. Pods use images loaded with `load_image` and `imagePullPolicy: Never`; there is no
+    kube-proxy and no cluster DNS (a pod that must reach the API server or a service on the host's
+    loopback runs with `hostNetwork: true`)."""
+
+    def __init__(self, controlplane: ControlPlane) -> None:
+        self.controlplane = controlplane
+        self.is_up = False
+        self.images: list[str] = []  # loaded so far: loaded again if the node is restarted
+
+    @property
+    def name(self) -> str:
+        return str(self.controlplane.env.get("FERRYMAN_NODE_NAME", "localhost"))
+
+    @property
+    def in_cluster_env(self) -> dict[str, str]:
+        """What a `hostNetwork: true` pod needs for in-cluster config (there is no kube-proxy to
+        route the `kubernetes` Service): the API server's loopback address and port."""
+        address = self.controlplane.server.removeprefix("https://")
+        host, port = address.rsplit(":", 1)
+        return {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
+
+    def up(self) -> None:
+        """`hack/controlplane add-node`; fails (never skips) with the reason it could not start."""
+        if self.is_up:
+            return
+        # another session's node on this machine: wait for it, within the test's timeout
+        state_dir = str(self.controlplane.state_dir)
+        result = controlplane_command("add-node", "--state-dir", state_dir, "--node-wait", "200")
+        if result.returncode != 0:
+            pytest.fail(f"hack/controlplane add-node failed:\n{result.stderr}", pytrace=False)
+        self.is_up = True
+        state = json.loads((self.controlplane.state_dir / "state.json").read_text())
+        self.controlplane.env.update(state["env"])
+        for ref in self.images:  # a new node has an empty containerd
+            exists = subprocess.run(["podman", "image", "exists", ref], check=False)
+            if exists.returncode == 0:  # (its owner may have removed it since)
+                self.load_image(ref)
+
+    def down(self) -> None:
+        """`hack/controlplane remove-node`: the control plane stays up."""
+        result = controlplane_command(
+            "remove-node", "--state-dir", str(self.controlplane.state_dir), timeout=180
+        )
+        self.is_up = False
+        assert result.returncode == 0, result.stderr
+
+    def load_image(self, ref: str) -> None:
+        """`hack/controlplane load-image REF`: a podman image into the node's containerd."""
+        result = controlplane_command(
+            "load-image", "--state-dir", str(self.controlplane.state_dir), ref
+        )
+        assert result.returncode == 0, f"load-image {ref} failed:\n{result.stderr}"
+        if ref not in self.images:
+            self.images.append(ref)
+
+
+@pytest.fixture(scope="session")
+def node_control(controlplane: ControlPlane) -> Iterator[Node]:
+    """The session's node, up or down (the host comparison test takes it down and up again)."""
+    node = Node(controlplane)
+    yield node
+    if node.is_up:
+        node.down()
+
+
+@pytest.fixture(scope="session")
+def node(node_control: Node) -> Node:
+    """A running node in the session's control plane (added by the first test that asks)."""
+    node_control.up()
+    return node_control

@@ -130,3 +130,17 @@ def test_a_foreign_directory_is_never_deleted(controlplane_cli: Any, tmp_path: P
         assert result.returncode == 1
         assert "not a control plane's state" in result.stderr
     assert (precious / "notes.txt").read_text() == "keep me"
+
+
+def test_a_node_needs_the_controller_manager(
+    start_controlplane: Any, controlplane_cli: Any, tmp_path_factory: pytest.TempPathFactory
+):
+    refused = controlplane_cli("up", "--node", "--no-controller-manager", "--state-dir", "/none")
+    assert refused.returncode == 1
+    assert "leave out --no-controller-manager" in refused.stderr
+    state_dir = tmp_path_factory.mktemp("bare") / "state"
+    with start_controlplane(state_dir, "--no-controller-manager") as bare:
+        added = controlplane_cli("add-node", "--state-dir", str(state_dir))
+        assert added.returncode == 1
+        assert "the node needs kube-controller-manager" in added.stderr
+        assert bare.kubectl("get", "nodes", "-o", "name").stdout == ""

@@ -1,0 +1,3 @@
+module ferryman.local/pause
+
+go 1.22
