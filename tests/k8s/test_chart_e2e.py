@@ -14,6 +14,7 @@ release whose migration must fail.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import textwrap
 import time
@@ -32,6 +33,10 @@ pytestmark = [pytest.mark.k8s, pytest.mark.node, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "ferryman"
+CACHE = Path(
+    os.environ.get("FERRYMAN_CACHE_DIR")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ferryman"
+)
 RELEASE = "fm"
 DATASET = {"seed": 7, "organizations": 4000, "people": 3000, "deals": 200, "malformed_rate": 0.01}
 # Listings of 50 rows answered after 150 ms: a run takes long enough to be cut in the middle.
@@ -92,7 +97,19 @@ def image_ref() -> str:
         [str(ROOT / "hack" / "image")], capture_output=True, text=True, timeout=1800
     )
     assert result.returncode == 0, f"hack/image failed:\n{result.stderr[-4000:]}"
-    return result.stdout.strip().splitlines()[-1]
+    ref = result.stdout.strip().splitlines()[-1]
+    # Fail at once, with the reason, rather than after helm's 5 minutes of a crashing operator.
+    conf = str(CACHE / "image" / "containers.conf")
+    probe = subprocess.run(
+        ["podman", "run", "--rm", "--network=none", ref, "operator", "--help"],
+        env={**os.environ, "CONTAINERS_CONF": conf},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if probe.returncode != 0:
+        pytest.fail(f"{ref} cannot run `ferryman operator`:\n{probe.stderr[-2000:]}", False)
+    return ref
 
 
 def local_values(node: Any, image: str) -> list[str]:
@@ -180,7 +197,9 @@ def wait_state(rel: Release, name: str, want: str, timeout: float, wait_for: Any
 
 def test_helm_install_waits_for_the_migrated_database_and_ready_pods(release: Release) -> None:
     started = time.monotonic()
-    out = release.helm("install", RELEASE, str(CHART), *release.values, "--wait", "--timeout", "5m")
+    out = release.helm(
+        "install", RELEASE, str(CHART), *release.values, "--wait", "--timeout", "5m", timeout=400
+    )
     took = time.monotonic() - started
     assert "STATUS: deployed" in out.stdout, out.stdout
     assert "kubectl get migrationruns" in out.stdout  # NOTES.txt
