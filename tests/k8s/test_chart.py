@@ -478,3 +478,39 @@ def test_every_value_is_commented_and_known_to_the_schema() -> None:
                 check(value, node["properties"][key], f"{path}/{key}")
 
     check(yaml.safe_load((CHART / "values.yaml").read_text()), schema, "")
+
+
+def test_an_upgrade_over_fields_the_operator_wrote_needs_force_conflicts(
+    controlplane: Any, namespace: str
+) -> None:
+    """helm 4 applies server-side. The operator patches the worker Deployment only when it
+    differs from the pool spec, which the chart renders identically, so normally no field is
+    the operator's. After a pool spec edited outside helm, the operator's patch owns the fields
+    it wrote, and the next upgrade that changes them must force (as the README says). The patch
+    below is the operator's, made with kubectl under the Python client's field manager; the
+    operator's own tests cover when it patches."""
+    helm = controlplane.helm
+    helm("install", "fm", str(CHART), "-n", namespace, "--no-hooks")
+    annotation = {"ferryman.dev/pool-spec-hash": pool_spec_hash("migrations:5", 9)}
+    patch = {"spec": {"template": {"metadata": {"annotations": annotation}}}}
+    controlplane.kubectl(
+        "patch",
+        "deployment",
+        "fm-ferryman-worker",
+        "-n",
+        namespace,
+        "--type=strategic",
+        "--field-manager=OpenAPI-Generator",
+        "-p",
+        json.dumps(patch),
+    )
+    upgrade = ("upgrade", "fm", str(CHART), "-n", namespace, "--no-hooks")
+    refused = helm(*upgrade, "--set", "worker.lanes=migrations:6", check=False)
+    assert refused.returncode != 0
+    assert "conflict" in refused.stderr and "pool-spec-hash" in refused.stderr, refused.stderr
+    helm(*upgrade, "--set", "worker.lanes=migrations:6", "--force-conflicts")
+    worker = controlplane.kubectl_json("get", "deployment", "fm-ferryman-worker", "-n", namespace)
+    assert worker["spec"]["template"]["metadata"]["annotations"][
+        "ferryman.dev/pool-spec-hash"
+    ] == pool_spec_hash("migrations:6", 10)
+    helm("uninstall", "fm", "-n", namespace)
