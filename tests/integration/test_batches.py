@@ -187,3 +187,99 @@ def test_concurrent_finishers_have_one_winner(db_url: str) -> None:
         t.join()
     assert sorted(wins) == [False] * 7 + [True]
     assert scalar(db_url, "SELECT count(*) FROM ferryman_jobs WHERE name = 'test.callback'") == 1
+
+
+def _batch(db_url: str, batch_id: int) -> dict[str, object]:
+    with connect.connect(db_url) as conn:
+        row = conn.execute("SELECT * FROM ferryman_batches WHERE id = %s", (batch_id,)).fetchone()
+    assert row is not None
+    return row
+
+
+def test_a_failed_member_retried_rejoins_its_batch_which_finishes_once(db_url: str) -> None:
+    """Member F fails for good while member H runs; F is retried (ferryman jobs retry) and runs
+    again. H ends first: the batch must wait for F, now a member again, then finish once, as a
+    success (F succeeded in the end)."""
+    _setup(db_url)
+    with in_process(db_url, lanes="default:2") as worker, connect.connect(db_url) as conn:
+        with batch(conn=conn, **_callbacks_for("retried")) as b:  # type: ignore[arg-type]
+            fixable = enqueue(tj.fixable, conn=conn)
+            enqueue(tj.hold, conn=conn)
+        wait_for(
+            lambda: (
+                scalar(db_url, "SELECT status FROM ferryman_jobs WHERE id = %s", (fixable,))
+                == "failed"
+            ),
+            10,
+            "F to fail for good",
+        )
+        conn.execute("INSERT INTO test_fixed VALUES (false)")
+        assert admin.retry_failed(conn, [fixable]) == 1
+        wait_for(
+            lambda: (
+                scalar(db_url, "SELECT count(*) FROM test_started WHERE job_id = %s", (fixable,))
+                == 2
+            ),
+            10,
+            "F to run again",
+        )
+        conn.execute("INSERT INTO test_release VALUES (true)")  # H ends, F still runs
+        lane = worker.lanes["default"]
+        wait_for(lambda: lane.waiting == 1, 10, "H's thread to finish H and go idle")
+        assert _batch(db_url, b.id)["finished_at"] is None
+        conn.execute("UPDATE test_fixed SET go = true")  # F ends
+        wait_for(lambda: len(_callbacks(db_url)) == 2, 10, "the callbacks")
+        wait_for(lambda: lane.waiting == 2, 10, "the lane to go idle")
+    calls = _callbacks(db_url)  # the worker has stopped: nothing can land after this
+    assert sorted(c["kind"] for c in calls) == ["finish", "success"]
+    row = _batch(db_url, b.id)
+    assert (row["total_jobs"], row["completed_jobs"], row["failed_jobs"]) == (2, 2, 0)
+
+
+def test_pruning_removes_finished_batches_and_their_members_never_a_live_one(
+    db_url: str,
+) -> None:
+    """A member that succeeded long before its batch ends stays while the batch is live (its
+    snapshot counts it); once the batch finished and the retention passed, the batch and its
+    finished members go. A failed member stays for inspection."""
+    _setup(db_url)
+    with in_process(db_url, lanes="default:3") as _, connect.connect(db_url) as conn:
+        with batch(conn=conn, **_callbacks_for("pruned")) as b:  # type: ignore[arg-type]
+            done = enqueue(tj.record, n=1, conn=conn)
+            failed = enqueue(tj.fixable, conn=conn)
+            enqueue(tj.hold, conn=conn)
+        wait_for(lambda: _runs(db_url, done) == 1, 10, "the first member")
+        wait_for(
+            lambda: (
+                scalar(db_url, "SELECT status FROM ferryman_jobs WHERE id = %s", (failed,))
+                == "failed"
+            ),
+            10,
+            "the failing member",
+        )
+        pruned = admin.prune(conn, older_than=0.0)  # everything finished is past retention
+        assert (
+            scalar(db_url, "SELECT count(*) FROM ferryman_jobs WHERE batch_id = %s", (b.id,)) == 3
+        )
+        assert pruned["batches"] == 0
+        conn.execute("INSERT INTO test_release VALUES (true)")
+        wait_for(lambda: len(_callbacks(db_url)) == 2, 10, "the batch to finish")
+        wait_for(
+            lambda: (
+                scalar(db_url, "SELECT count(*) FROM ferryman_jobs WHERE status = 'ready'") == 0
+            ),
+            10,
+            "the callbacks to run",
+        )
+        assert admin.prune(conn, older_than=3600.0)["batches"] == 0  # within retention
+        assert _batch(db_url, b.id)["failed_jobs"] == 1
+        pruned = admin.prune(conn, older_than=0.0)
+    assert pruned["batches"] == 1
+    assert scalar(db_url, "SELECT count(*) FROM ferryman_batches") == 0
+    assert scalar(db_url, "SELECT count(*) FROM ferryman_batch_members") == 0
+    left = scalar(db_url, "SELECT array_agg(id) FROM ferryman_jobs")
+    assert left == [failed]
+
+
+def _runs(db_url: str, job_id: int) -> int:
+    return int(scalar(db_url, "SELECT count(*) FROM test_runs WHERE job_id = %s", (job_id,)))

@@ -33,7 +33,33 @@ def test_enqueue_in_a_transaction_notifies_only_when_it_commits(db_url: str) -> 
             enqueue(tj.record, n=1, conn=conn)
             assert list(listener.notifies(timeout=0.3)) == []
         payloads = [n.payload for n in listener.notifies(timeout=2.0, stop_after=1)]
-    assert payloads == ["default"]
+    assert [p.rsplit(":", 1)[0] for p in payloads] == ["default:1"]
+
+
+def test_a_bulk_enqueue_notifies_each_queue_once_with_its_number_of_due_jobs(db_url: str) -> None:
+    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=30)
+    calls = [tj.record.call(n=i).with_options(queue=f"q{i % 2}") for i in range(5)]
+    calls.append(tj.record.call(n=9).with_options(queue="q0", run_at=later))
+    with connect.connect(db_url) as listener, connect.connect(db_url) as conn:
+        listener.execute("LISTEN ferryman_jobs")
+        enqueue_many(calls, conn=conn)
+        payloads = {n.payload for n in listener.notifies(timeout=2.0, stop_after=3)}
+    due = {p for p in payloads if "|" in p}
+    assert {p.rsplit(":", 1)[0] for p in payloads - due} == {"q0:3", "q1:2"}
+    assert [p.partition("|")[0] for p in due] == ["q0"]
+    assert abs(float(due.pop().partition("|")[2]) - later.timestamp()) < 0.01
+
+
+def test_two_statements_of_one_transaction_wake_for_all_their_jobs(db_url: str) -> None:
+    """PostgreSQL delivers identical payloads of one transaction once: two enqueues of one job
+    each must still announce two jobs."""
+    with connect.connect(db_url) as listener, connect.connect(db_url) as conn:
+        listener.execute("LISTEN ferryman_jobs")
+        with conn.transaction():
+            enqueue(tj.record, n=1, conn=conn)
+            enqueue(tj.record, n=2, conn=conn)
+        payloads = [n.payload for n in listener.notifies(timeout=2.0, stop_after=2)]
+    assert sum(int(p.split(":")[1]) for p in payloads) == 2
 
 
 def test_a_job_not_yet_due_notifies_its_due_time(db_url: str) -> None:

@@ -27,14 +27,38 @@ def test_ten_thousand_jobs_run_exactly_once_across_three_processes(db_url: str) 
         wait_for(
             lambda: scalar(db_url, "SELECT count(*) FROM test_runs") >= 10_000, 240, "10,000 runs"
         )
-        time.sleep(0.5)  # a duplicate, if any, would land now
         pids = {p.pid for p in procs}
+        for proc in procs:  # stopped, they can land no late duplicate after the count below
+            assert proc.terminate() == 0
     assert scalar(db_url, "SELECT count(*) FROM test_runs") == 10_000
     assert scalar(db_url, "SELECT count(DISTINCT job_id) FROM test_runs") == 10_000
     assert scalar(db_url, "SELECT count(*) FROM ferryman_jobs WHERE status = 'succeeded'") == 10_000
     with connect.connect(db_url) as conn:
         used = {r["pid"] for r in conn.execute("SELECT DISTINCT pid FROM test_runs")}
     assert used == pids  # every process took part
+
+
+def test_more_jobs_run_at_once_than_the_claim_window_every_thread_busy(db_url: str) -> None:
+    """Running jobs keep their 'ready' row; they must not stand between a claim and the jobs
+    behind them. With a claim window of 4, three processes of 6 threads run 18 jobs at once (a
+    scan past running jobs would stop at 4), and every thread stays busy while jobs wait."""
+    _setup(db_url)
+    window = {"FERRYMAN_CLAIM_WINDOW": "4"}
+    with subprocesses(db_url, 3, lanes="default:6", extra_env=window) as procs:
+        with connect.connect(db_url) as conn:
+            enqueue_many([tj.hold.call(n=i) for i in range(24)], conn=conn)
+        wait_for(lambda: _started(db_url) == 18, 20, "18 jobs running at once")
+        with connect.connect(db_url) as conn:
+            pids = {r["pid"] for r in conn.execute("SELECT DISTINCT pid FROM test_started")}
+            assert pids == {p.pid for p in procs}
+            conn.execute("INSERT INTO test_release VALUES (true)")
+        wait_for(lambda: scalar(db_url, "SELECT count(*) FROM test_runs") == 24, 20, "24 runs")
+    assert _started(db_url) == 24
+    assert scalar(db_url, "SELECT count(DISTINCT job_id) FROM test_runs") == 24
+
+
+def _started(db_url: str) -> int:
+    return int(scalar(db_url, "SELECT count(*) FROM test_started"))
 
 
 def test_a_killed_workers_job_runs_again_elsewhere_without_waiting(db_url: str) -> None:

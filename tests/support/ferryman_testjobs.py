@@ -21,6 +21,8 @@ CREATE TABLE IF NOT EXISTS test_runs (
 );
 CREATE TABLE IF NOT EXISTS test_started (job_id bigint NOT NULL, pid integer NOT NULL,
     at timestamptz NOT NULL DEFAULT clock_timestamp());
+CREATE TABLE IF NOT EXISTS test_release (released boolean NOT NULL);
+CREATE TABLE IF NOT EXISTS test_fixed (go boolean NOT NULL);
 CREATE TABLE IF NOT EXISTS test_callbacks (kind text NOT NULL, batch jsonb NOT NULL,
     tag text, at timestamptz NOT NULL DEFAULT clock_timestamp());
 """
@@ -54,6 +56,65 @@ def sleep(ctx: JobContext, seconds: float, n: int | None = None) -> None:
     )
     time.sleep(seconds)
     _record(ctx, n, started)
+
+
+@job("test.hold", queue="default", pass_context=True)
+def hold(ctx: JobContext, n: int | None = None) -> None:
+    """Record the start (committed), then hold the claim until a row is put in test_release."""
+    started = time.time()
+    ctx.conn.execute(
+        "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
+    )
+    while ctx.conn.execute("SELECT 1 FROM test_release").fetchone() is None:
+        time.sleep(0.05)
+    _record(ctx, n, started)
+
+
+@job("test.locks", queue="default", pass_context=True)
+def locks(ctx: JobContext) -> None:
+    """Record, as n, how many advisory locks this job's connection holds while it runs: its
+    own claim, and nothing a job before it on the same connection left behind."""
+    row = ctx.conn.execute(
+        "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND pid = pg_backend_pid()"
+    ).fetchone()
+    assert row is not None
+    _record(ctx, int(row["n"]), time.time())
+
+
+@job("test.always_fails", queue="default", max_attempts=5, pass_context=True)
+def always_fails(ctx: JobContext) -> None:
+    """Record each attempt's start (committed), then fail: the attempts show the backoff."""
+    ctx.conn.execute(
+        "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
+    )
+    raise RuntimeError(f"attempt {ctx.job.attempts + 1} fails")
+
+
+@job("test.write_then_fail", queue="default", max_attempts=3, pass_context=True)
+def write_then_fail(ctx: JobContext) -> None:
+    """In completing(): write, then on the first attempt fail before the completion."""
+    with ctx.completing() as conn:
+        conn.execute(
+            "INSERT INTO test_runs (job_id, n, pid, started_at) VALUES (%s, %s, %s, now())",
+            (ctx.job.id, ctx.job.attempts, os.getpid()),
+        )
+        if ctx.job.attempts == 0:
+            raise RuntimeError("failed between the writes and the completion")
+
+
+@job("test.fixable", queue="default", max_attempts=1, pass_context=True)
+def fixable(ctx: JobContext) -> None:
+    """Fails until a row is in test_fixed; then runs until that row says go."""
+    started = time.time()
+    ctx.conn.execute(
+        "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
+    )
+    if ctx.conn.execute("SELECT 1 FROM test_fixed").fetchone() is None:
+        raise RuntimeError("not fixed yet")
+    while ctx.conn.execute("SELECT 1 FROM test_fixed WHERE go").fetchone() is None:
+        time.sleep(0.05)
+    _record(ctx, None, started)
 
 
 @job("test.flaky", queue="default", max_attempts=3, pass_context=True)

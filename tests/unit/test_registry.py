@@ -43,3 +43,14 @@ def test_a_bad_cron_expression_is_refused() -> None:
 def test_zero_attempts_is_refused() -> None:
     with pytest.raises(QueueError, match="at least 1 attempt"):
         job("t.zero", max_attempts=0)
+
+
+def test_an_async_job_is_refused_at_registration() -> None:
+    registry = Registry()
+
+    async def fetch_report(report_id: int) -> None:
+        """Never awaited by a lane thread: it would be marked succeeded without running."""
+
+    with pytest.raises(QueueError, match=r"'t.async' .*is an async def function.*plain def"):
+        job("t.async", registry=registry)(fetch_report)
+    assert "t.async" not in registry.jobs

@@ -45,7 +45,8 @@ class Settings(BaseSettings):
     """Seconds between polls: the safety net for a missed notification."""
 
     claim_window: int = Field(default=100, ge=1)
-    """Ready jobs a claim looks at past those other threads hold (running jobs keep their row)."""
+    """Ready jobs held back by their concurrency key (a job with the same key runs) that a claim
+    looks past before it gives up. Running jobs are never in a claim's way."""
 
     shutdown_grace: float = Field(default=30.0, ge=0)
     """Seconds running jobs get to finish after SIGTERM before the process exits anyway."""

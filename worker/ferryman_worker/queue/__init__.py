@@ -12,7 +12,13 @@ with batch(on_finish=notify_done.call(user=7)):
     enqueue_many(build_report.call(i) for i in range(1000))
 
 A job that raises is tried again later (exponential backoff) until its ``max_attempts`` are
-used; one that raises ``Unretryable`` fails for good at once.
+used; one that raises ``Unretryable`` fails for good at once. Jobs are plain functions, called on
+lane threads: an ``async def`` function is refused at registration.
+
+Delivery is at least once: a job's completion commits after its function returns, so a job whose
+process or database dies between its work and that commit runs again. For exactly once, register
+it with ``pass_context=True`` and write inside ``with ctx.completing() as conn:`` — the writes and
+the completion commit in one transaction.
 """
 
 from ferryman_worker.errors import Unretryable

@@ -1,8 +1,12 @@
 """Claims: a session advisory lock on the job id, taken on the connection the lane thread
-holds for the job's whole run, and given back after the job's outcome commits.
+holds for the job's whole run, and given back after the job's outcome commits. The claim also
+marks the row (``claimed_by``, the backend's pid) so that it leaves the claim's index: a claim's
+scan never walks past running jobs, however many run.
 
-If the process dies, its connections die and PostgreSQL drops the locks: the job is claimable
-again at once, with no sweep and no timeout.
+The lock is what proves a claim alive. If the process dies, its connections die and PostgreSQL
+drops the locks; the other workers see it gone within a second and free its claims
+(``ferryman_free_dead_claims``: a marked row whose lock no one holds), and the job is claimable
+again, with no timeout.
 """
 
 from __future__ import annotations
@@ -57,34 +61,73 @@ class Finished:
     """A job whose outcome has committed, still holding its claim.
 
     ``left_batch``: it was a batch member and finished for good, so its batch may finish now.
+    ``succeed``: it returned, and its success is written with its release (the next claim),
+    its batch membership ended in the same statement.
     """
 
     job: JobRecord
     left_batch: bool
+    succeed: bool = False
 
 
 def claim(
-    conn: Connection, queue: str, window: int, previous: Finished | None = None
+    conn: Connection,
+    queue: str,
+    window: int,
+    previous: Finished | None = None,
+    check_batch: int | None = None,
 ) -> JobRecord | None:
     """Claim the next due job of ``queue`` that no one holds, or None.
 
-    ``previous``, the job this connection just finished, is released (and its batch finished,
-    if it was the last member) in the same round trip.
+    ``previous``, the job this connection just finished, is released in the same round trip
+    (one statement, one commit), its success written first if it is still to be. A batch may
+    finish only once its last member's end has committed: if ``previous`` ended in an earlier
+    statement (a failure, or ``completing()``), its batch is checked now; if its success is
+    written by this statement, the caller checks its batch with the next one (``check_batch``).
     """
+    batch = (
+        previous.job.batch_id if previous and previous.left_batch and not previous.succeed else None
+    )
+    later = None
+    if check_batch is not None and batch not in (None, check_batch):
+        later = check_batch  # two batches to check: one in the claim, one after it
+    elif check_batch is not None:
+        batch = check_batch
     params = {
         "queue": queue,
         "window": window,
         "release": previous.job.id if previous else None,
         "release_key": previous.job.concurrency_key if previous else None,
-        "batch": previous.job.batch_id if previous and previous.left_batch else None,
+        "batch": batch,
+        "succeed": previous.job.id if previous and previous.succeed else None,
     }
     row = conn.execute(queries.get("claim"), params).fetchone()
+    if later is not None:
+        batches.try_finish(conn, later)
     return JobRecord.from_row(row) if row else None
 
 
-def release(conn: Connection, finished: Finished) -> None:
-    """Drop a finished job's claim without claiming another (and let its batch finish)."""
+def batch_to_check(finished: Finished | None) -> int | None:
+    """The batch to check in the statement after the one that wrote ``finished``'s success."""
+    if finished is not None and finished.succeed and finished.left_batch:
+        return finished.job.batch_id
+    return None
+
+
+def unclaim(conn: Connection, job: JobRecord) -> None:
+    """Give up the claim of a job that ended without an outcome: it is ready again at once (the
+    claim counts as a died attempt), and one thread of its queue is woken."""
+    conn.execute(queries.get("unclaim"), {"id": job.id, "concurrency_key": job.concurrency_key})
+
+
+def release(conn: Connection, finished: Finished, check_batch: int | None = None) -> None:
+    """Drop a finished job's claim without claiming another (and let its batch, and
+    ``check_batch``, finish)."""
+    if check_batch is not None and check_batch != finished.job.batch_id:
+        batches.try_finish(conn, check_batch)
     job = finished.job
+    if finished.succeed:
+        conn.execute(queries.get("succeed"), {"id": job.id})
     conn.execute(queries.get("release"), {"id": job.id, "concurrency_key": job.concurrency_key})
     if finished.left_batch and job.batch_id is not None:
         batches.try_finish(conn, job.batch_id)

@@ -62,16 +62,23 @@ def _parse_one(part: str, text: str) -> LaneSpec:
 
 
 class Lane:
-    """A lane's wake-up signal, free of lost wake-ups.
+    """A lane's wake-ups, counted: how many new jobs were announced and not yet looked for.
 
-    Threads note ``generation`` before looking for work and wait only if nothing woke the lane
-    since: a notification that lands between the look and the wait is never missed.
+    A notification for n new jobs adds n credits and wakes n threads; a thread spends a credit
+    per claim, so one job costs one claim however many threads are idle (waking them all would
+    cost one claim per thread). A wake-up of unknown size (the poll, a reconnect) puts the lane
+    in draining mode: its threads claim until one finds nothing. Credits and the mode are state,
+    not a signal, so a wake-up that lands while no thread waits is kept, never lost.
     """
 
     def __init__(self, spec: LaneSpec) -> None:
         self.spec = spec
         self._cond = threading.Condition()
         self._generation = 0
+        self._credits = 0
+        self._draining = True  # at start, look for what is already there
+        self.waiting = 0
+        """Threads asleep in ``wait`` now."""
 
     @property
     def name(self) -> str:
@@ -79,15 +86,44 @@ class Lane:
 
     @property
     def generation(self) -> int:
+        """Changes at every wake-up; note it before a claim, for ``found_nothing``."""
         return self._generation
 
-    def wake(self) -> None:
-        """Work may be available: every waiting thread looks."""
+    def wake(self, jobs: int | None = None) -> None:
+        """``jobs`` new jobs are due: that many threads look. None: every thread looks, and
+        keeps looking until nothing is left."""
         with self._cond:
             self._generation += 1
-            self._cond.notify_all()
+            if jobs is None:
+                self._draining = True
+                self._cond.notify_all()
+            else:
+                self._credits += max(jobs, 1)
+                self._cond.notify(max(jobs, 1))
 
-    def wait(self, seen: int, timeout: float) -> None:
-        """Sleep up to ``timeout`` seconds unless the lane was woken after ``seen``."""
+    def should_claim(self) -> bool:
+        """Whether a thread that just finished a job should claim another (spends a credit)."""
         with self._cond:
-            self._cond.wait_for(lambda: self._generation != seen, timeout)
+            if self._draining:
+                return True
+            if self._credits > 0:
+                self._credits -= 1
+                return True
+            return False
+
+    def found_nothing(self, seen: int) -> None:
+        """A claim begun at generation ``seen`` found nothing: what was announced before it is
+        gone (taken by others). Announcements since are kept."""
+        with self._cond:
+            if self._generation == seen:
+                self._credits = 0
+                self._draining = False
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until there is something to look for, at most ``timeout`` seconds."""
+        with self._cond:
+            self.waiting += 1
+            try:
+                self._cond.wait_for(lambda: self._draining or self._credits > 0, timeout)
+            finally:
+                self.waiting -= 1

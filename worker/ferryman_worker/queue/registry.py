@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import inspect
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
@@ -87,6 +88,12 @@ class Registry:
         self.cron: list[CronEntry] = []
 
     def add(self, new: Job[Any, Any]) -> None:
+        if inspect.iscoroutinefunction(new.func) or inspect.isasyncgenfunction(new.func):
+            raise QueueError(
+                f"job {new.name!r} ({_where(new.func)}) is an async def function: lane threads "
+                "call jobs and would never await it, so it would be marked succeeded without "
+                "running. Make it a plain def (inside, run a coroutine with asyncio.run(...))"
+            )
         existing = self.jobs.get(new.name)
         if existing is not None and existing.func is not new.func:
             raise QueueError(

@@ -33,6 +33,9 @@ MAX_TRACEBACK = 20_000
 
 class Outcome(enum.Enum):
     SUCCEEDED = "succeeded"
+    SUCCEEDING = "succeeding"
+    """Returned, its success not yet written: the next claim (or the release) on the same
+    connection writes it, in its own statement's transaction (one commit fewer per job)."""
     RETRYING = "retrying"
     FAILED = "failed"
     DEFERRED = "deferred"
@@ -65,7 +68,9 @@ class JobContext:
     @contextlib.contextmanager
     def completing(self) -> Iterator[Connection]:
         """A transaction on the claim's connection that also marks the job succeeded: the
-        block's writes and the job's completion commit together, or neither does."""
+        block's writes and the job's completion commit together, or neither does. This is the
+        exactly-once way: without it a job is at least once (it runs again if its process or
+        database dies between its work and its completion's commit)."""
         with self.conn.transaction():
             yield self.conn
             done = self.conn.execute(queries.get("succeed"), {"id": self.job.id}).fetchone()
@@ -85,8 +90,12 @@ class Runner:
     gauge: PressureGauge
     resources: dict[str, Any] = dataclasses.field(default_factory=dict)
 
-    def run(self, conn: Connection, job: JobRecord) -> Outcome:
-        """Run ``job`` on ``conn`` and commit its outcome. The claim is still held on return."""
+    def run(self, conn: Connection, job: JobRecord, *, defer_success: bool = False) -> Outcome:
+        """Run ``job`` on ``conn`` and commit its outcome. The claim is still held on return.
+
+        ``defer_success``: a job that returns without having completed itself is SUCCEEDING,
+        its success left to the caller's next statement on ``conn``.
+        """
         if job.died and job.attempts + job.died >= job.max_attempts:
             return self._failed_attempt(conn, job, ProcessDied(job.died))
         try:
@@ -112,8 +121,11 @@ class Runner:
             return self._failed_attempt(conn, job, exc)
         finally:
             current_batch.reset(token)
-        if not ctx.completed:
-            conn.execute(queries.get("succeed"), {"id": job.id})
+        if ctx.completed:
+            return Outcome.SUCCEEDED
+        if defer_success:
+            return Outcome.SUCCEEDING
+        conn.execute(queries.get("succeed"), {"id": job.id})
         return Outcome.SUCCEEDED
 
     def _failed_attempt(self, conn: Connection, job: JobRecord, exc: Exception) -> Outcome:
@@ -146,9 +158,11 @@ class Runner:
 
 
 def finished(job: JobRecord, outcome: Outcome) -> Finished:
-    """The job's claim, to release; a member that succeeded or failed for good left its batch."""
-    left = job.batch_id is not None and outcome in (Outcome.SUCCEEDED, Outcome.FAILED)
-    return Finished(job, left_batch=left)
+    """The job's claim, to release; a member that succeeded or failed for good left its batch;
+    a SUCCEEDING job's success is written with the release."""
+    done = (Outcome.SUCCEEDED, Outcome.SUCCEEDING, Outcome.FAILED)
+    left = job.batch_id is not None and outcome in done
+    return Finished(job, left_batch=left, succeed=outcome is Outcome.SUCCEEDING)
 
 
 def _end_transaction(conn: Connection) -> None:

@@ -1,12 +1,13 @@
 """The three things that wake a lane thread besides its own loop.
 
 - ``Notifier``: holds a ``LISTEN ferryman_jobs`` connection and wakes a queue's lane within
-  milliseconds of an enqueue's commit. After any reconnect it wakes every lane, since
-  notifications sent while it was away are gone.
+  milliseconds of an enqueue's commit: as many of its threads as the notification says jobs
+  are due (``queue:n:id``). After any reconnect it wakes every lane, since notifications sent while
+  it was away are gone.
 - ``Poller``: wakes every lane every ``interval`` seconds (a missed notification makes a job
   late, never lost) and each lane at the times its scheduled jobs fall due. Every second it also
-  asks whether another worker process died (its LISTEN backend is gone): that process's claims
-  died with it, so the lanes are woken to take its jobs over at once.
+  runs the worker's liveness check: whether another worker process died (its LISTEN backend is
+  gone), whose claims died with it and are freed for the lanes to take over at once.
 - ``CronManager``: inserts one job per recurring entry and tick; a unique key on the tick makes
   every other worker process's insert a no-op, so each tick runs once.
 """
@@ -75,8 +76,11 @@ class Poller:
             now = time.time()
             if now >= next_check:
                 next_check = now + self._liveness_interval
-                if self._someone_died():
-                    next_poll = now
+                try:
+                    if self._someone_died():
+                        next_poll = now
+                except Exception:  # never let the poller die: it is the safety net
+                    log.exception("the worker's liveness check failed")
             if now >= next_poll:
                 self.wake_all()
                 next_poll = now + self._interval
@@ -91,7 +95,7 @@ class Poller:
             while self._timers and self._timers[0][0] <= now:
                 due.append(heapq.heappop(self._timers)[1])
         for queue in set(due):
-            self._lanes[queue].wake()
+            self._lanes[queue].wake(due.count(queue))
 
 
 class Notifier:
@@ -110,6 +114,7 @@ class Notifier:
         self._poller = poller
         self._stopping = stopping
         self._on_listen = on_listen
+        self._lost = False
         self.listening = threading.Event()
 
     def run(self) -> None:
@@ -117,14 +122,21 @@ class Notifier:
             try:
                 self._listen()
             except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+                if self.listening.is_set():
+                    self._lost = True
+                    log.warning(
+                        "notifier lost its connection (%s); reconnecting", type(exc).__name__
+                    )
                 self.listening.clear()
-                log.warning("notifier lost its connection (%s); reconnecting", type(exc).__name__)
-                self._stopping.wait(1.0)
+                self._stopping.wait(0.1)  # the pool's connection() waits for the database
 
     def _listen(self) -> None:
         with self._pool.connection() as conn:
             conn.execute(f"LISTEN {CHANNEL}")
             self._on_listen(conn)
+            if self._lost:
+                log.info("notifier listening again")
+            self._lost = False
             self.listening.set()
             self._poller.wake_all()  # whatever was enqueued while no one listened
             while not self._stopping.is_set():
@@ -132,15 +144,18 @@ class Notifier:
                     self.dispatch(notify.payload)
 
     def dispatch(self, payload: str) -> None:
-        """Wake the lane of ``queue``, or schedule it for ``queue|epoch``."""
+        """``queue:n[:id]``: wake n threads of the queue's lane; ``queue|epoch``: schedule a
+        wake-up; ``queue``: wake every thread of the lane."""
         queue, _, due = payload.partition("|")
+        queue, _, count = queue.partition(":")
+        count = count.partition(":")[0]
         lane = self._lanes.get(queue)
         if lane is None:
             return
         if due and float(due) > time.time():
             self._poller.wake_at(queue, float(due))
         else:
-            lane.wake()
+            lane.wake(int(count) if count.isdigit() else (1 if due else None))
 
 
 class CronManager:

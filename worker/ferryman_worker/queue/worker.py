@@ -26,7 +26,7 @@ import psycopg_pool
 from ferryman_worker import health
 from ferryman_worker.db import connect, migrate, queries
 from ferryman_worker.errors import ConfigurationError, DatabaseError
-from ferryman_worker.queue import claims, producer, runner
+from ferryman_worker.queue import batches, claims, producer, runner
 from ferryman_worker.queue.lanes import Lane
 from ferryman_worker.queue.pressure import PressureGauge
 from ferryman_worker.queue.registry import Registry, default_registry
@@ -70,16 +70,19 @@ class Worker:
             resources or {},
         )
         self.poller = Poller(
-            self.lanes, settings.poll_interval, self.stopping, someone_died=self._reap_dead_workers
+            self.lanes, settings.poll_interval, self.stopping, someone_died=self._liveness
         )
         self.notifier = Notifier(
-            self.pool, self.lanes, self.poller, self.stopping, on_listen=self._register
+            self.pool, self.lanes, self.poller, self.stopping, on_listen=self._on_listen
         )
         self.cron = CronManager(self.pool, self.registry.cron, self.stopping)
         self._lane_threads: list[threading.Thread] = []
         self._service_threads: list[threading.Thread] = []
         self._running = 0
         self._running_lock = threading.Lock()
+        self._free_claims = threading.Event()  # a claim may have died: free dead claims soon
+        self._freed_at = time.monotonic()
+        self._lane_errors = 0
         self.worker_id: int | None = None
         self._beat_at = time.monotonic()  # the start counts as a beat: live while starting up
         self._lanes_started = False
@@ -195,44 +198,98 @@ class Worker:
         group.append(thread)
 
     def _lane_loop(self, lane: Lane) -> None:
+        failing = False
         while not self.stopping.is_set():
-            seen = lane.generation
             try:
-                found = self._drain(lane)
+                self._drain(lane)
             except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-                log.warning("lane %s: database error (%s); retrying", lane.name, type(exc).__name__)
-                self.stopping.wait(1.0)
+                failing = self._lane_failed(lane, exc, failing)
+                self.stopping.wait(0.1)  # the pool's connection() waits for the database
                 continue
-            if not found:
-                lane.wait(seen, self.settings.poll_interval)
+            if failing:
+                failing = self._lane_recovered(lane)
+            lane.wait(self.settings.poll_interval)
 
-    def _drain(self, lane: Lane) -> bool:
-        """Claim and run jobs of ``lane`` on one connection until none is due. Each claim also
-        releases the job before it: one round trip between two jobs."""
-        found = False
+    def _lane_failed(self, lane: Lane, exc: Exception, failing: bool) -> bool:
+        """Log a lane's first database error of an outage (the rest at DEBUG)."""
+        if not failing:
+            with self._running_lock:
+                self._lane_errors += 1
+                first = self._lane_errors == 1
+            if first:
+                log.warning("lane %s: database error (%s); retrying", lane.name, type(exc).__name__)
+        log.debug("lane %s: database error: %s", lane.name, exc)
+        return True
+
+    def _lane_recovered(self, lane: Lane) -> bool:
+        with self._running_lock:
+            self._lane_errors -= 1
+            last = self._lane_errors == 0
+        if last:
+            log.info("lane %s: the database answers again", lane.name)
+        return False
+
+    def _drain(self, lane: Lane) -> None:
+        """Claim and run jobs of ``lane`` on one connection while it has work announced (or is
+        draining). Each claim also releases the job before it: one round trip between two jobs.
+        After a job with a concurrency key, claim again: its key may have held others back."""
         previous: claims.Finished | None = None
+        running: claims.JobRecord | None = None
+        check: int | None = None  # a batch whose member's end the last claim committed
+        lane.should_claim()  # this thread was woken for a job: spend its credit
         with self.pool.connection() as conn:
             try:
                 while not self.stopping.is_set():
-                    job = claims.claim(conn, lane.name, self.settings.claim_window, previous)
-                    previous = None
+                    seen = lane.generation
+                    job = claims.claim(conn, lane.name, self.settings.claim_window, previous, check)
+                    check, previous = claims.batch_to_check(previous), None
                     if job is None:
+                        lane.found_nothing(seen)
                         break
-                    found = True
+                    running = job
                     previous = self._run_claimed(conn, job)
+                    running = None
+                    if job.concurrency_key is None and not lane.should_claim():
+                        break
             finally:
-                if previous is not None and not conn.broken:
-                    claims.release(conn, previous)
-        return found
+                self._settle(conn, previous, running, check)
+
+    def _settle(
+        self,
+        conn: connect.Connection,
+        previous: claims.Finished | None,
+        running: claims.JobRecord | None,
+        check: int | None,
+    ) -> None:
+        """Before the connection goes back to the pool: release a finished job's claim, or give
+        up the claim of a job that ended without an outcome (a database error)."""
+        try:
+            if conn.broken:
+                self._free_claims.set()  # its backend is gone, or going: free its claim soon
+            elif running is not None:
+                claims.unclaim(conn, running)
+                if check is not None:
+                    batches.try_finish(conn, check)
+            elif previous is not None:
+                claims.release(conn, previous, check)
+            elif check is not None:
+                batches.try_finish(conn, check)
+        except psycopg.Error:
+            self._free_claims.set()
 
     def _run_claimed(self, conn: connect.Connection, job: claims.JobRecord) -> claims.Finished:
         with self._running_lock:
             self._running += 1
         try:
-            return runner.finished(job, self.runner.run(conn, job))
+            return runner.finished(job, self.runner.run(conn, job, defer_success=True))
         finally:
             with self._running_lock:
                 self._running -= 1
+
+    def _on_listen(self, conn: connect.Connection) -> None:
+        """The notifier (re)connected: register, and free the claims a lost database took."""
+        self._register(conn)
+        self._free_claims.set()
 
     def _register(self, conn: connect.Connection) -> None:
         conn.execute(
@@ -245,15 +302,35 @@ class Worker:
             },
         )
 
-    def _reap_dead_workers(self) -> bool:
-        """True when another worker process died since the last look (and its row is gone)."""
+    def _liveness(self) -> bool:
+        """Every second (from the poller): reap worker processes that are gone and free dead
+        claims, when one is gone, when asked, and every poll interval. True when it woke lanes."""
         try:
-            with self.pool.connection() as conn:
-                dead = conn.execute(queries.get("reap_dead_workers")).fetchall()
+            with self.pool.connection(timeout=1.0) as conn:
+                dead = self._reap_dead_workers(conn)
+                due = time.monotonic() - self._freed_at >= self.settings.poll_interval
+                if not (dead or due or self._free_claims.is_set()):
+                    return False
+                self._free_claims.clear()
+                self._freed_at = time.monotonic()
+                freed = conn.execute(queries.get("free_dead_claims")).fetchall()
         except (psycopg.Error, psycopg_pool.PoolTimeout):
             return False
+        for row in freed:
+            log.info("%d dead claim(s) of queue %s freed", row["freed"], row["queue"])
+        return dead
+
+    def _reap_dead_workers(self, conn: connect.Connection) -> bool:
+        """True when another worker process died (or lost its connection) since the last look."""
+        params = {"self": self.worker_id, "grace": 3 * self.settings.heartbeat_interval}
+        dead = conn.execute(queries.get("reap_dead_workers"), params).fetchall()
         for row in dead:
-            log.warning("worker %s is gone; its jobs are claimable again", row["id"])
+            log.warning(
+                "worker %s (pid %s on %s) died or lost its connection; its claims are freed",
+                row["id"],
+                row["pid"],
+                row["hostname"],
+            )
         return bool(dead)
 
     def _heartbeat(self) -> None:

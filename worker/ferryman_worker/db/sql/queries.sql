@@ -25,8 +25,10 @@ ON CONFLICT (cron_key) WHERE cron_key IS NOT NULL DO NOTHING
 RETURNING id;
 
 -- name: claim
--- Release the previous job (if any), finish its batch (if asked), claim the next.
-SELECT * FROM ferryman_claim(%(queue)s, %(window)s, %(release)s, %(release_key)s, %(batch)s);
+-- Write the previous job's success (if asked), release it (if any), finish its batch (if asked),
+-- claim the next.
+SELECT * FROM ferryman_claim(%(queue)s, %(window)s, %(release)s, %(release_key)s, %(batch)s,
+                             %(succeed)s);
 
 -- name: release
 -- Give up the claim's locks once the job's outcome has committed.
@@ -48,10 +50,10 @@ WITH done AS (
 SELECT id FROM done;
 
 -- name: retry_later
--- A failed attempt with attempts to spare: run again at %(run_at)s.
+-- A failed attempt with attempts to spare: run again at %(run_at)s, unclaimed.
 UPDATE ferryman_jobs
    SET attempts = attempts + 1, run_at = %(run_at)s, last_error = %(error)s,
-       last_traceback = %(traceback)s
+       last_traceback = %(traceback)s, claimed_by = NULL, claimed_at = NULL
  WHERE id = %(id)s AND status = 'ready'
 RETURNING queue, pg_notify('ferryman_jobs', queue || '|' || extract(epoch FROM run_at)::text);
 
@@ -71,9 +73,27 @@ SELECT id FROM done;
 
 -- name: defer
 -- Pressure: put the job back without running it and without counting an attempt.
-UPDATE ferryman_jobs SET run_at = %(run_at)s, deferrals = deferrals + 1
+UPDATE ferryman_jobs
+   SET run_at = %(run_at)s, deferrals = deferrals + 1, claimed_by = NULL, claimed_at = NULL
  WHERE id = %(id)s AND status = 'ready'
 RETURNING pg_notify('ferryman_jobs', queue || '|' || extract(epoch FROM run_at)::text);
+
+-- name: unclaim
+-- A claim given up without an outcome (the job's thread hit a database error but its connection
+-- still works): the job is ready again at once, its claim counted as a died attempt.
+WITH freed AS (
+    UPDATE ferryman_jobs SET claimed_by = NULL, claimed_at = NULL
+     WHERE id = %(id)s AND status = 'ready' AND claimed_by = pg_backend_pid()
+    RETURNING queue
+)
+SELECT pg_advisory_unlock(%(id)s::bigint),
+       CASE WHEN %(concurrency_key)s::text IS NULL THEN true
+            ELSE pg_advisory_unlock(1718772481, hashtext(%(concurrency_key)s::text)) END,
+       (SELECT pg_notify('ferryman_jobs', queue || ':1') FROM freed);
+
+-- name: free_dead_claims
+-- Claims whose backend is gone (process killed, connection cut, server restarted): claimable.
+SELECT queue, freed FROM ferryman_free_dead_claims();
 
 -- name: finish_batch
 SELECT ferryman_finish_batch(%(batch_id)s) AS finished;
@@ -100,14 +120,22 @@ VALUES (%(id)s, %(hostname)s, %(pid)s, %(lanes)s, pg_backend_pid())
 ON CONFLICT (id) DO UPDATE SET backend_pid = pg_backend_pid(), heartbeat_at = now();
 
 -- name: reap_dead_workers
--- Worker processes whose LISTEN backend is gone: they died (or lost the database). Their
--- claims went with their connections; the caller wakes its lanes to take the jobs over.
+-- Other worker processes whose LISTEN backend is gone: they died, or lost their connection.
+-- Their claims went with their connections; the caller frees them. After a server restart
+-- every backend is gone: a worker registered before it is only disconnected, and is reaped only
+-- if it has not registered again within %(grace)s seconds.
 DELETE FROM ferryman_workers w
- WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.backend_pid)
-RETURNING id;
+ WHERE w.id <> %(self)s
+   AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.backend_pid)
+   AND (w.heartbeat_at >= pg_postmaster_start_time()
+        OR pg_postmaster_start_time() < now() - make_interval(secs => %(grace)s))
+RETURNING id, hostname, pid;
 
 -- name: heartbeat
-UPDATE ferryman_workers SET heartbeat_at = now() WHERE id = %(id)s;
+-- Only while the process's LISTEN backend lives: after a server restart, a worker's heartbeat
+-- says it registered again (see reap_dead_workers).
+UPDATE ferryman_workers w SET heartbeat_at = now()
+ WHERE w.id = %(id)s AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = w.backend_pid);
 
 -- name: unregister_worker
 DELETE FROM ferryman_workers WHERE id = %(id)s;
@@ -141,7 +169,7 @@ SELECT id, queue, name, attempts, finished_at, last_error FROM ferryman_jobs
 WITH again AS (
     UPDATE ferryman_jobs
        SET status = 'ready', attempts = 0, claims = 0, deferrals = 0, run_at = now(),
-           finished_at = NULL
+           finished_at = NULL, claimed_by = NULL, claimed_at = NULL
      WHERE status = 'failed' AND (%(all)s OR id = ANY(%(ids)s::bigint[]))
     RETURNING id, queue, batch_id
 ), rejoined AS (
@@ -193,15 +221,26 @@ SELECT b.id, ferryman_finish_batch(b.id) AS finished FROM ferryman_batches b
    AND NOT EXISTS (SELECT 1 FROM ferryman_batch_members m WHERE m.batch_id = b.id);
 
 -- name: prune_jobs
+-- Finished jobs past the retention, except members of a batch still live: its final snapshot
+-- counts them. (Failed jobs stay until discarded.)
 DELETE FROM ferryman_jobs
- WHERE id IN (SELECT id FROM ferryman_jobs
-               WHERE status IN ('succeeded', 'discarded')
-                 AND finished_at < now() - make_interval(secs => %(older_than)s)
+ WHERE id IN (SELECT j.id FROM ferryman_jobs j
+               WHERE j.status IN ('succeeded', 'discarded')
+                 AND j.finished_at < now() - make_interval(secs => %(older_than)s)
+                 AND NOT EXISTS (SELECT 1 FROM ferryman_batches b
+                                  WHERE b.id = j.batch_id AND b.finished_at IS NULL)
                LIMIT %(limit)s);
 
 -- name: prune_batches
-DELETE FROM ferryman_batches
- WHERE finished_at < now() - make_interval(secs => %(older_than)s);
+-- Batches finished before the retention, with any membership row left; never a live batch.
+WITH pruned AS (
+    DELETE FROM ferryman_batches
+     WHERE finished_at < now() - make_interval(secs => %(older_than)s)
+    RETURNING id
+), members AS (
+    DELETE FROM ferryman_batch_members m USING pruned WHERE m.batch_id = pruned.id
+)
+SELECT id FROM pruned;
 
 -- name: prune_workers
 DELETE FROM ferryman_workers

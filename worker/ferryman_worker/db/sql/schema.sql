@@ -25,11 +25,19 @@ CREATE TABLE ferryman_jobs (
     finished_at     timestamptz,
     last_error      text,
     last_traceback  text,
-    claims          integer     NOT NULL DEFAULT 0  -- claims taken; see migrations/0006
-) WITH (fillfactor = 80);  -- room for the claim's heap-only update
+    claims          integer     NOT NULL DEFAULT 0, -- claims taken; see migrations/0006
+    -- the backend holding the claim (its advisory lock proves it alive) and since when; kept on
+    -- a finished row; see migrations/0007
+    claimed_by      integer,
+    claimed_at      timestamptz
+) WITH (fillfactor = 80);  -- room on each page for the claim's and the outcome's row versions
 
--- The claim's index: only ready rows, in claim order.
-CREATE INDEX ferryman_jobs_ready ON ferryman_jobs (queue, priority DESC, id) WHERE status = 'ready';
+-- The claim's index: only ready rows no one claimed, in claim order. Running jobs are not in it.
+CREATE INDEX ferryman_jobs_ready ON ferryman_jobs (queue, priority DESC, id)
+    WHERE status = 'ready' AND claimed_by IS NULL;
+-- Claimed rows, for the dead-claim sweep.
+CREATE INDEX ferryman_jobs_claimed ON ferryman_jobs (claimed_by)
+    WHERE status = 'ready' AND claimed_by IS NOT NULL;
 CREATE INDEX ferryman_jobs_batch ON ferryman_jobs (batch_id) WHERE batch_id IS NOT NULL;
 -- One job per recurring entry and tick, whichever worker process inserts it first.
 CREATE UNIQUE INDEX ferryman_jobs_cron ON ferryman_jobs (cron_key) WHERE cron_key IS NOT NULL;
@@ -68,14 +76,19 @@ CREATE TABLE ferryman_workers (
     heartbeat_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Wake the workers of each queue when jobs are inserted; the payload is the queue, and for
--- jobs not yet due '|' and the epoch second they are due. NOTIFY is delivered at commit.
+-- Wake the workers of each queue when jobs are inserted; the payload is 'queue:n:id' for n jobs
+-- due now (id: the first), and 'queue|epoch' for the earliest not yet due. NOTIFY is delivered
+-- at commit.
 CREATE FUNCTION ferryman_notify_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('ferryman_jobs',
-                      q.queue || CASE WHEN q.due > now()
-                                      THEN '|' || extract(epoch FROM q.due)::text ELSE '' END)
-    FROM (SELECT queue, min(run_at) AS due FROM inserted WHERE status = 'ready' GROUP BY queue) q;
+    -- the first id makes the payload unique: PostgreSQL delivers identical payloads of one
+    -- transaction once, and two statements' jobs must add up
+    PERFORM pg_notify('ferryman_jobs', q.queue || ':' || q.due_now || ':' || q.first)
+    FROM (SELECT queue, count(*) AS due_now, min(id) AS first FROM inserted
+           WHERE status = 'ready' AND run_at <= now() GROUP BY queue) q;
+    PERFORM pg_notify('ferryman_jobs', q.queue || '|' || extract(epoch FROM q.due)::text)
+    FROM (SELECT queue, min(run_at) AS due FROM inserted
+           WHERE status = 'ready' AND run_at > now() GROUP BY queue) q;
     RETURN NULL;
 END
 $$;
@@ -131,16 +144,38 @@ $$;
 -- The one statement between two jobs of a lane thread. First the previous job's business,
 -- whose outcome has committed: drop its claim (p_release, p_release_key) and, if it was the last
 -- member of its batch, finish the batch (p_batch). Then claim the first due job of the queue
--- that no one holds: take its advisory lock (and its concurrency key's), then re-read it in a
--- fresh snapshot, since a finisher may have completed it between our scan and our lock.
+-- that no one holds: take its advisory lock (and its concurrency key's), then mark it claimed
+-- (claimed_by, claimed_at: it leaves the ready index) in a fresh snapshot, since a finisher may
+-- have completed it between our scan and our lock.
 -- Returns no row when nothing is claimable. The new lock outlives this statement.
 CREATE FUNCTION ferryman_claim(p_queue text, p_window integer, p_release bigint DEFAULT NULL,
-                               p_release_key text DEFAULT NULL, p_batch bigint DEFAULT NULL)
+                               p_release_key text DEFAULT NULL, p_batch bigint DEFAULT NULL,
+                               p_succeed bigint DEFAULT NULL)
 RETURNS SETOF ferryman_jobs LANGUAGE plpgsql AS $$
 DECLARE
+    -- an explicit cursor reads one index entry per FETCH (a FOR loop would read ten at a time)
+    candidates CURSOR FOR
+        SELECT id, concurrency_key FROM ferryman_jobs
+        WHERE status = 'ready' AND claimed_by IS NULL AND queue = p_queue AND run_at <= now()
+        ORDER BY priority DESC, id;
     cand record;
     claimed ferryman_jobs;
+    held_back integer := 0;
 BEGIN
+    -- the previous job returned: its success (and the end of its batch membership) commits
+    -- with this statement; its batch is checked by the next one, which sees that committed.
+    -- Its lock goes before that commit, harmless now that its row is marked claimed (no claim
+    -- looks at it, and the dead-claim sweep leaves rows of live backends alone).
+    IF p_succeed IS NOT NULL THEN
+        WITH done AS (
+            UPDATE ferryman_jobs
+               SET status = 'succeeded', finished_at = now(), attempts = attempts + 1
+             WHERE id = p_succeed AND status = 'ready'
+            RETURNING id, batch_id
+        )
+        DELETE FROM ferryman_batch_members m USING done
+         WHERE m.batch_id = done.batch_id AND m.job_id = done.id;
+    END IF;
     IF p_release IS NOT NULL THEN
         PERFORM pg_advisory_unlock(p_release);
     END IF;
@@ -150,21 +185,25 @@ BEGIN
     IF p_batch IS NOT NULL THEN
         PERFORM ferryman_finish_batch(p_batch);
     END IF;
-    FOR cand IN
-        SELECT id, concurrency_key FROM ferryman_jobs
-        WHERE status = 'ready' AND queue = p_queue AND run_at <= now()
-        ORDER BY priority DESC, id
-        LIMIT p_window
+    OPEN candidates;
     LOOP
+        FETCH candidates INTO cand;
+        EXIT WHEN NOT FOUND;
+        -- locked: another claim of this moment holds it (not counted: at most one per claimer)
         CONTINUE WHEN NOT pg_try_advisory_lock(cand.id);
         IF cand.concurrency_key IS NOT NULL
            AND NOT pg_try_advisory_lock(1718772481, hashtext(cand.concurrency_key)) THEN
             PERFORM pg_advisory_unlock(cand.id);
+            held_back := held_back + 1;  -- its key runs elsewhere: look at most p_window of these
+            EXIT WHEN held_back >= p_window;
             CONTINUE;
         END IF;
-        UPDATE ferryman_jobs SET claims = claims + 1 WHERE id = cand.id AND status = 'ready'
+        UPDATE ferryman_jobs
+           SET claims = claims + 1, claimed_by = pg_backend_pid(), claimed_at = now()
+         WHERE id = cand.id AND status = 'ready' AND claimed_by IS NULL
         RETURNING * INTO claimed;
         IF FOUND THEN
+            CLOSE candidates;
             RETURN NEXT claimed;
             RETURN;
         END IF;
@@ -173,6 +212,38 @@ BEGIN
             PERFORM pg_advisory_unlock(1718772481, hashtext(cand.concurrency_key));
         END IF;
     END LOOP;
+    CLOSE candidates;
+END
+$$;
+
+-- Make dead claims claimable again: claimed rows whose claiming backend is gone (or is a newer
+-- backend that reused its pid) and whose lock is free. A live claim's lock is held from before
+-- its claimed_by commits until after its outcome commits, so the try-lock cannot take a live one.
+-- Returns, per queue, how many it freed, and wakes that many of the queue's threads.
+CREATE FUNCTION ferryman_free_dead_claims() RETURNS TABLE (queue text, freed integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    cand record;
+    queues text[] := '{}';
+BEGIN
+    FOR cand IN
+        SELECT j.id, j.queue FROM ferryman_jobs j
+         WHERE j.status = 'ready' AND j.claimed_by IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                            WHERE a.pid = j.claimed_by AND a.backend_start <= j.claimed_at)
+    LOOP
+        CONTINUE WHEN NOT pg_try_advisory_lock(cand.id);
+        UPDATE ferryman_jobs j SET claimed_by = NULL, claimed_at = NULL
+         WHERE j.id = cand.id AND j.status = 'ready' AND j.claimed_by IS NOT NULL;
+        IF FOUND THEN
+            queues := queues || cand.queue;
+        END IF;
+        PERFORM pg_advisory_unlock(cand.id);
+    END LOOP;
+    RETURN QUERY
+        SELECT q.queue, count(*)::integer FROM unnest(queues) AS q(queue) GROUP BY q.queue;
+    PERFORM pg_notify('ferryman_jobs', q.queue || ':' || count(*))
+       FROM unnest(queues) AS q(queue) GROUP BY q.queue;
 END
 $$;
 

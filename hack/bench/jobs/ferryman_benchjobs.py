@@ -1,0 +1,15 @@
+"""Jobs the queue benchmark's worker processes run (``ferryman worker --import
+ferryman_benchjobs`` with this folder on PYTHONPATH; not the bench's folder, whose queue.py would
+shadow the standard library's queue module)."""
+
+from __future__ import annotations
+
+import time
+
+from ferryman_worker.queue import job
+
+
+@job("bench.sleep", queue="default")
+def sleep(seconds: float) -> None:
+    """A slow job that holds its claim (and its connection) without touching the database."""
+    time.sleep(seconds)
