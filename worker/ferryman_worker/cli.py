@@ -279,6 +279,11 @@ def _add_worker(commands: Any) -> None:
         help="module defining job functions (repeatable; FERRYMAN_IMPORTS)",
     )
     worker.add_argument("--poll-interval", type=float, help="seconds between polls (default 15)")
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve GET /livez and /readyz on this port (FERRYMAN_METRICS_PORT; default 0 = off)",
+    )
     worker.add_argument("--migrate", action="store_true", help="apply schema migrations first")
     worker.set_defaults(handler=cmd_worker)
 
@@ -350,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load(
             **{
                 k: getattr(args, k, None)
-                for k in ("lanes", "pool_size", "imports", "poll_interval")
+                for k in ("lanes", "pool_size", "imports", "poll_interval", "metrics_port")
             }
         )
         handler: Handler = args.handler

@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
+from ferryman_worker import health
 from ferryman_worker.db import connect, migrate, queries
 from ferryman_worker.errors import ConfigurationError, DatabaseError
 from ferryman_worker.queue import batches, claims, producer, runner
@@ -83,11 +84,18 @@ class Worker:
         self._freed_at = time.monotonic()
         self._lane_errors = 0
         self.worker_id: int | None = None
+        self._beat_at = time.monotonic()  # the start counts as a beat: live while starting up
+        self._lanes_started = False
+        self.health = (
+            health.HealthServer(self, settings.metrics_port) if settings.metrics_port else None
+        )
 
     # -- life cycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Open the pool, check the schema, and start every thread."""
+        """Serve the health endpoint, open the pool, check the schema, and start every thread."""
+        if self.health is not None:
+            self.health.start()
         connect.open_pool(self.pool)
         with self.pool.connection() as conn:
             migrate.check_current(conn)
@@ -108,6 +116,7 @@ class Worker:
                     f"lane-{lane.name}-{index}",
                     functools.partial(self._lane_loop, lane),
                 )
+        self._lanes_started = True
         log.info(
             "worker %s started: lanes %s, pool %d",
             self.worker_id,
@@ -138,6 +147,8 @@ class Worker:
                 grace,
             )
         producer.configure(None)
+        if self.health is not None:
+            self.health.stop()
         return finished
 
     def run_until_signal(self) -> int:
@@ -156,6 +167,28 @@ class Worker:
     @property
     def running(self) -> int:
         return self._running
+
+    # -- health (health.Probe) ----------------------------------------------------------------
+
+    def liveness(self) -> tuple[bool, str]:
+        """Live while the heartbeat is fresh (3 intervals), or while shutting down on purpose."""
+        if self.stopping.is_set():
+            return True, "shutting down"
+        age = time.monotonic() - self._beat_at
+        limit = 3 * self.settings.heartbeat_interval
+        if age > limit:
+            return False, f"no heartbeat for {age:.0f}s (limit {limit:.0f}s)"
+        return True, f"heartbeat {age:.0f}s ago"
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready once the lanes run and the notifier LISTENs; not while stopping."""
+        if self.stopping.is_set():
+            return False, "shutting down"
+        if not self._lanes_started:
+            return False, "starting"
+        if not self.notifier.listening.is_set():
+            return False, "notifier not listening (reconnecting to the database)"
+        return True, f"lanes {self.settings.lanes} running"
 
     # -- threads ------------------------------------------------------------------------------
 
@@ -305,6 +338,7 @@ class Worker:
             try:
                 with self.pool.connection() as conn:
                     conn.execute(queries.get("heartbeat"), {"id": self.worker_id})
+                self._beat_at = time.monotonic()
             except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                 log.warning("heartbeat failed: %s", type(exc).__name__)
 
