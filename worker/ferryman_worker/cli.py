@@ -93,7 +93,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     import datetime
 
-    from ferryman_worker import console, contract
+    from ferryman_worker import console, contract, wording
     from ferryman_worker.engine import runs
 
     now = datetime.datetime.now(datetime.UTC)
@@ -105,7 +105,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             print("\n".join(console.summary(run, runs.kind_progress(conn, run.id), now)))
             retrying = runs.retrying(conn, run.id)
             if retrying is not None:
-                print(console.retrying_line(retrying, now))
+                print(wording.retrying_line(retrying, now))
         if not found:
             print("no runs")
     return 0

@@ -9,16 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ferryman_worker.contract import RunProgress
+from ferryman_worker.wording import duration
 
 BAR = 28
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(max(seconds, 0))
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
 def _elapsed(
@@ -64,16 +57,6 @@ def kind_lines(
             f"{done:>5}/{tasks:<5} tasks  {rate:>8,.0f} rows/s  {eta}"
         )
     return lines
-
-
-def retrying_line(row: dict[str, Any], now: datetime.datetime) -> str:
-    """Tasks waiting to try again (``runs.retrying``): how many, and why the latest failed."""
-    wait = duration((row["run_at"] - now).total_seconds())
-    return (
-        f"  retrying {row['tasks']} task(s); the latest ({row['kind']} task {row['task_id']},"
-        f" attempt {row['attempts']} of {row['max_attempts']}, next try in {wait}) failed:"
-        f" {row['last_error']}"
-    )
 
 
 def summary(

@@ -9,7 +9,7 @@ import dataclasses
 import datetime
 from typing import Any
 
-from ferryman_worker import settings
+from ferryman_worker import settings, wording
 from ferryman_worker.db import connect as _connect
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
@@ -252,10 +252,8 @@ def retry(conn: Connection, name: str) -> int:
 
 def retrying(conn: Connection, run_id: int, now: datetime.datetime) -> str | None:
     """The "retrying N task(s) …" line ``ferryman status`` shows for a running run, or None."""
-    from ferryman_worker import console  # console imports this module
-
     row = runs.retrying(conn, run_id)
-    return None if row is None else console.retrying_line(row, now).strip()
+    return None if row is None else wording.retrying_line(row, now).strip()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
-from ferryman_worker import console, contract, reaper
+from ferryman_worker import console, contract, reaper, wording
 from ferryman_worker.db import connect, migrate
 from ferryman_worker.engine import runs
 from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
@@ -111,7 +111,7 @@ def _watch(
             *console.kind_lines(runs.kind_progress(conn, run.id), run.phase_index, now),
         ]
         failing = runs.retrying(conn, run.id)
-        retrying = [console.retrying_line(failing, now)] if failing is not None else []
+        retrying = [wording.retrying_line(failing, now)] if failing is not None else []
         if tty:  # redrawn in place: a line must not wrap, or the cursor lands wrong
             width = shutil.get_terminal_size().columns - 1
             out.write(f"\x1b[{drawn}F\x1b[J" if drawn else "")

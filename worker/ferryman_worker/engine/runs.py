@@ -188,7 +188,7 @@ def retry(conn: Connection, run_id: int) -> int:
 def forget_name(conn: Connection, name: str) -> str | None:
     """Rename the finished run ``name`` to ``name@id`` (its new name; None if there is no such
     finished run), so the name can be admitted again."""
-    row = conn.execute(_q("forget_run_name"), {"name": name}).fetchone()
+    row = conn.execute(queries.engine("forget_run_name"), {"name": name}).fetchone()
     return None if row is None else str(row["name"])
 
 

@@ -170,7 +170,7 @@ class RunOptions(_Model):
     page_size: Annotated[int, Field(ge=1, le=500, strict=True)] = 500
     """Rows per listing call; a listing costs the same whatever its size, so the largest is best."""
 
-    window_size: Annotated[int, Field(ge=1, le=60, strict=True)] = 25
+    window_size: Annotated[int, Field(ge=1, le=60, strict=True)] = 50
     """Rows per transaction; a window the database refuses is rewritten with one savepoint per
     row, and PostgreSQL caches 64 subtransactions per transaction."""
 
