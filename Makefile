@@ -1,5 +1,5 @@
 # The two commands of the quickstart, and a few for development. Everything goes through hack/.
-.PHONY: test demo demo-clean check venv bench clean
+.PHONY: test demo demo-clean check venv bench image clean
 
 test:            ## install everything, start what the tests need, run ruff, mypy and pytest
 	hack/test
@@ -15,6 +15,9 @@ check:           ## lint and type-check only
 
 venv:            ## create .venv with the project and its development tools
 	hack/venv
+
+image:           ## build the container image localhost/ferryman:<version> (cached by content)
+	hack/image
 
 bench:           ## run the benchmarks in hack/bench/
 	.venv/bin/python -P hack/bench/queue.py

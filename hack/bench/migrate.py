@@ -9,17 +9,26 @@ Prints a table, then as its LAST line one JSON object with:
 - baseline_rows_per_s: the same 400,000 rows, fetched beforehand, inserted into the same table
   with one plain executemany in one transaction (no ledger, no windows, no validation); each
   right after an import round, the median of the rounds;
-- ratio: rows_per_s / baseline_rows_per_s;
+- ratio: rows_per_s / baseline_rows_per_s (information: the baseline bounds nothing a user
+  chooses between; the peer is dlt, below);
 - email_speedup_4_threads: the e-mail phase with 20 ms per body, 4 fetch threads vs 1 (lane of 1);
 - per_row_cost_ratio_1m_vs_100k: seconds per row importing 1,000,000 organizations over the same
-  for 100,000 (medians of --rounds runs of each, the sizes alternating).
+  for 100,000 (medians of --rounds runs of each, the sizes alternating);
+- against dlt (``pip install -e '.[bench]'``), 200,000 organizations at 0 ms per listing and (keys
+  ending ``_20ms``) at 20 ms: ferryman_rows_per_s, dlt_append_rows_per_s, dlt_merge_rows_per_s
+  (medians), ratio_vs_dlt_append and ratio_vs_dlt_merge (medians of the ratios within each round),
+  window_50_gain (windows of 50 over 25, within each round), and load_avg_1min (the machine's
+  load: on a busy machine compare the ratios, not the rates).
 
     .venv/bin/python -P hack/bench/migrate.py [--quick] [--rounds N] [--cpus 0] [--processes 2]
+        [--peers-only]
 
 ``--cpus`` pins the benchmark, the demo API and the embedded PostgreSQL it starts to those CPUs
 (Linux), to compare the engine and the baseline on fewer cores. ``--processes`` runs the
 organization imports on that many ``ferryman worker`` processes sharing the 4 lane threads
-(their CPU counts as the worker's), instead of one worker in this process.
+(their CPU counts as the worker's), instead of one worker in this process. ``--peers-only``
+runs only the comparison with dlt, where every load (ferryman's too) runs in a process of its
+own (``hack/bench/dlt_load.py`` for dlt).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+from psycopg.conninfo import conninfo_to_dict
 
 from ferryman_worker import contract
 from ferryman_worker.db import connect, databases
@@ -48,6 +58,7 @@ from ferryman_worker.runspec import RunOptions
 from ferryman_worker.settings import Settings
 
 DEMOCRM = pathlib.Path(__file__).resolve().parents[1] / "democrm"
+DLT_LOAD = pathlib.Path(__file__).resolve().parent / "dlt_load.py"
 API_KEY = "bench-key"
 SECRET = {"name": "bench", "key": "token"}
 
@@ -82,11 +93,11 @@ def run_import(
     crm_url: str,
     kinds: list[str],
     lanes: str = "migrations:4",
-    processes: int = 1,
+    processes: int = 0,
     **options: Any,
 ) -> dict[str, Any]:
-    """Run one migration to its end on the engine's workers; returns timings per kind. The
-    run's time is the database's: from its admission to its last task's commit."""
+    """Run one migration to its end on the engine's workers (``workers``); returns timings per
+    kind. The run's time is the database's: from its admission to its last task's commit."""
     os.environ[credential_env_var(SECRET["name"], SECRET["key"])] = API_KEY
     base = contract.engine_options(RunOptions(), max_in_flight=8)  # the defaults, lane of 4
     request = runs.RunRequest(
@@ -107,9 +118,10 @@ def run_import(
 
 @contextlib.contextmanager
 def workers(db_url: str, lanes: str, processes: int) -> Iterator[None]:
-    """The engine's workers: one in this process, or ``processes`` ``ferryman worker``
-    subprocesses sharing the lane's threads, all registered before the run is admitted."""
-    if processes == 1:
+    """The engine's workers: one in this process (``processes`` 0), or ``processes``
+    ``ferryman worker`` subprocesses sharing the lane's threads, all registered before the run
+    is admitted."""
+    if processes == 0:
         runtime = EngineRuntime()
         settings = Settings(lanes=lanes, poll_interval=1.0)
         worker = Worker(settings, db_url, resources={RESOURCE: runtime})
@@ -174,7 +186,7 @@ def organizations(
     rounds: int = 1,
     *,
     compare: bool = False,
-    processes: int = 1,
+    processes: int = 0,
 ) -> dict[str, Any]:
     """Rows/s of the engine importing ``count`` organizations, per round; with ``compare``,
     each round also runs the baseline right after (alternating, so a change of the machine's
@@ -198,7 +210,7 @@ def organizations(
 
 
 def sizes(
-    dbs: databases.Scratchpad, counts: list[int], rounds: int, processes: int = 1
+    dbs: databases.Scratchpad, counts: list[int], rounds: int, processes: int = 0
 ) -> list[list[float]]:
     """Rows/s of the engine for each of ``counts`` organizations, ``rounds`` times, the sizes
     alternating (one demo API per size, side by side)."""
@@ -251,6 +263,63 @@ def email_phase(dbs: databases.Scratchpad, threads: int, deals: int) -> float:
     return float(result["per_kind"]["messages"])
 
 
+PEERS = ("ferryman", "ferryman_w25", "dlt_append", "dlt_merge")
+"""The loaders compared: ferryman (windows of 50, the default; and of 25, the default until
+session 4), dlt appending, dlt merging on ``id``."""
+
+
+def peers(dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int) -> dict[str, Any]:
+    """Rows/s of each loader in ``PEERS`` importing ``count`` organizations from one demo API
+    (``latency_ms`` per listing) into a fresh database of the same server, ``rounds`` times,
+    the order rotating each round; each load in a process of its own, after a CHECKPOINT. Also
+    the ratios of ferryman to each dlt mode within each round (a busy machine moves both)."""
+    rates: dict[str, list[float]] = {name: [] for name in PEERS}
+    with democrm(organizations=count, people=0, deals=0, latency_ms=latency_ms) as (url, _):
+        for round_ in range(rounds):
+            for name in PEERS[round_ % len(PEERS) :] + PEERS[: round_ % len(PEERS)]:
+                with dbs.fresh() as db:
+                    with connect.connect(db) as conn:
+                        conn.execute("CHECKPOINT")
+                    rows, seconds = _load(name, db, url, count)
+                assert rows == count, (name, rows)
+                rates[name].append(rows / seconds)
+    ratios = {
+        mode: [f / d for f, d in zip(rates["ferryman"], rates[mode], strict=True)]
+        for mode in ("dlt_append", "dlt_merge", "ferryman_w25")
+    }
+    return {"rates": rates, "ratios": ratios}
+
+
+def _load(name: str, db_url: str, crm_url: str, count: int) -> tuple[int, float]:
+    """One load by ``name``; returns (rows now in its table, seconds)."""
+    if name.startswith("ferryman"):
+        window: dict[str, Any] = {"window_size": 25} if name == "ferryman_w25" else {}
+        result = run_import(db_url, crm_url, ["organizations"], processes=1, **window)
+        return result["rows"], result["seconds"]
+    mode = name.removeprefix("dlt_")
+    argv = [sys.executable, "-P", str(DLT_LOAD), crm_url, API_KEY, _dsn(db_url), str(count), mode]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"dlt {mode} failed: {done.stderr[-2000:]}")
+    seconds = float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
+    with connect.connect(db_url) as conn:
+        row = conn.execute("SELECT count(*) AS n FROM dlt_bench.organizations").fetchone()
+    return (int(row["n"]) if row else 0), seconds
+
+
+def _dsn(db_url: str) -> str:
+    """A postgresql:// URL of ``db_url`` (dlt takes no keyword strings, and wants a password);
+    a socket directory goes in the ``host`` query parameter."""
+    params = conninfo_to_dict(db_url)
+    host = str(params.pop("host", "localhost"))
+    user, dbname = params.pop("user", "postgres"), params.pop("dbname", "postgres")
+    password = f":{params.pop('password', 'unused')}"  # dlt insists; trust auth ignores it
+    port = params.pop("port", "5432")
+    if host.startswith("/"):
+        return f"postgresql://{user}{password}@localhost:{port}/{dbname}?host={host}"
+    return f"postgresql://{user}{password}@{host}:{port}/{dbname}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a tenth of the sizes (smoke run)")
@@ -268,23 +337,34 @@ def main() -> None:
     parser.add_argument(
         "--processes",
         type=int,
-        choices=(1, 2, 4),
-        default=1,
-        help="worker processes sharing the 4 lane threads in the organization imports "
-        "(default 1: this process)",
+        choices=(0, 1, 2, 4),
+        default=0,
+        help="ferryman worker processes sharing the 4 lane threads in the organization imports "
+        "(default 0: a worker in this process)",
+    )
+    parser.add_argument(
+        "--peers-only",
+        action="store_true",
+        help="only the comparison with dlt (and windows of 25), at 0 and 20 ms listing latency",
     )
     args = parser.parse_args()
     if args.cpus:
         os.sched_setaffinity(0, args.cpus)
     scale = 10 if args.quick else 1
+    rounds = max(1, args.rounds)
+    load_before = os.getloadavg()
     with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
         dbs = databases.Scratchpad(admin_url, "ferryman_migbench")
-        results = measure(dbs, scale, max(1, args.rounds), args.processes)
+        results = {} if args.peers_only else measure(dbs, scale, rounds, args.processes)
+        results["peers"] = {
+            latency: peers(dbs, 200_000 // scale, rounds, latency) for latency in (0, 20)
+        }
+    results["load"] = (load_before, os.getloadavg())
     report(results)
 
 
 def measure(
-    dbs: databases.Scratchpad, scale: int, rounds: int, processes: int = 1
+    dbs: databases.Scratchpad, scale: int, rounds: int, processes: int = 0
 ) -> dict[str, Any]:
     count = 400_000 // scale
     compared = organizations(dbs, count, rounds, compare=True, processes=processes)
@@ -320,11 +400,72 @@ def measure(
 
 
 def report(r: dict[str, Any]) -> None:
-    rounds = len(r["rounds_engine"])
+    rows = engine_rows(r) if "rows_per_s" in r else []
+    for latency, peer in r["peers"].items():
+        rows += peer_rows(peer, latency)
+    before, after = r["load"]
+    rows.append(("load average (1/5/15 min) at start / at end", f"{_avg(before)} / {_avg(after)}"))
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    summary = {key: round(r[key], 3) for key in ENGINE_KEYS if key in r}
+    for latency, peer in r["peers"].items():
+        suffix = "" if latency == 0 else f"_{latency}ms"
+        rates, ratios = peer["rates"], peer["ratios"]
+        summary |= {
+            f"ferryman_rows_per_s{suffix}": round(statistics.median(rates["ferryman"])),
+            f"dlt_append_rows_per_s{suffix}": round(statistics.median(rates["dlt_append"])),
+            f"dlt_merge_rows_per_s{suffix}": round(statistics.median(rates["dlt_merge"])),
+            f"ratio_vs_dlt_append{suffix}": round(statistics.median(ratios["dlt_append"]), 3),
+            f"ratio_vs_dlt_merge{suffix}": round(statistics.median(ratios["dlt_merge"]), 3),
+            f"window_50_gain{suffix}": round(statistics.median(ratios["ferryman_w25"]), 3),
+        }
+    summary["load_avg_1min"] = round(max(before[0], after[0]), 2)
+    print(json.dumps(summary))
+
+
+ENGINE_KEYS = (
+    "rows_per_s",
+    "baseline_rows_per_s",
+    "ratio",
+    "email_speedup_4_threads",
+    "per_row_cost_ratio_1m_vs_100k",
+)
+
+
+def peer_rows(peer: dict[str, Any], latency: int) -> list[tuple[str, str]]:
+    rates, ratios = peer["rates"], peer["ratios"]
+    count = len(rates["ferryman"])
     rows = [
         (
-            f"import {r['count']:,} organizations (4 lane threads in {r['processes']}"
-            f" process(es)), median of {rounds}",
+            f"vs dlt, {latency} ms per listing, each load in its own process, medians of {count}"
+            " rounds, order rotating",
+            "",
+        )
+    ]
+    names = {
+        "ferryman": "  ferryman, 4 lane threads, windows of 50 (the default)",
+        "ferryman_w25": "  ferryman, windows of 25",
+        "dlt_append": "  dlt, append",
+        "dlt_merge": "  dlt, merge on id",
+    }
+    for name, label in names.items():
+        median = statistics.median(rates[name])
+        rows.append((label, f"{median:,.0f} rows/s ({_each(rates[name])})"))
+    for mode in ("dlt_append", "dlt_merge"):
+        each = " / ".join(f"{ratio:.2f}" for ratio in ratios[mode])
+        rows.append(
+            (f"  ferryman / {mode}, per round", f"{statistics.median(ratios[mode]):.2f} ({each})")
+        )
+    return rows
+
+
+def engine_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    rounds = len(r["rounds_engine"])
+    where = "this process" if r["processes"] == 0 else f"{r['processes']} process(es)"
+    return [
+        (
+            f"import {r['count']:,} organizations (4 lane threads in {where}), median of {rounds}",
             f"{r['rows_per_s']:,.0f} rows/s ({_each(r['rounds_engine'])})",
         ),
         (
@@ -350,17 +491,10 @@ def report(r: dict[str, Any]) -> None:
         ),
         ("  speed-up", f"{r['email_speedup_4_threads']:.2f}"),
     ]
-    width = max(len(name) for name, _ in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
-    keys = [
-        "rows_per_s",
-        "baseline_rows_per_s",
-        "ratio",
-        "email_speedup_4_threads",
-        "per_row_cost_ratio_1m_vs_100k",
-    ]
-    print(json.dumps({key: round(r[key], 3) for key in keys}))
+
+
+def _avg(load: tuple[float, float, float]) -> str:
+    return "/".join(f"{value:.2f}" for value in load)
 
 
 def _each(values: list[float]) -> str:

@@ -6,7 +6,9 @@ each kill may cost at most the tasks that were running in the killed process."""
 from __future__ import annotations
 
 import random
+import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +25,7 @@ from migration import (
 from tests.democrm.server_fixture import DemoCRM
 from workers import Subprocess, wait_for
 
-from ferryman_worker.db import embedded
+from ferryman_worker.db import databases, embedded
 from ferryman_worker.engine.runtime import credential_env_var
 
 LANE_WIDTH = 2
@@ -73,13 +75,30 @@ def test_a_run_survives_ten_sigkills_of_its_workers(db_url: str) -> None:
     assert extra_claims(db_url, run_id) <= kills * LANE_WIDTH
 
 
+@pytest.fixture
+def restartable(
+    db_url: str, pg_server: embedded.EmbeddedServer | None
+) -> Iterator[tuple[str, embedded.EmbeddedServer]]:
+    """A migrated database on a server this test may restart: the session's embedded server, or,
+    when the suite runs against FERRYMAN_TEST_DATABASE_URL (a server it must not restart), an
+    embedded server of its own, deleted after."""
+    if pg_server is not None:
+        yield db_url, pg_server
+        return
+    server = embedded.start(tempfile.mkdtemp(prefix="ferryman-test-restart-"), cleanup="delete")
+    try:
+        with databases.scratch(server.url(), "ferryman_restart") as url:
+            yield url, server
+    finally:
+        server.stop()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_run_survives_a_postgresql_restart(
-    db_url: str, pg_server: embedded.EmbeddedServer | None
+    restartable: tuple[str, embedded.EmbeddedServer],
 ) -> None:
-    if pg_server is None:
-        pytest.skip("needs the session's embedded server to restart it")
+    db_url, pg_server = restartable
     with DemoCRM.start(seed=22, **SLOW) as crm:
         workers = [_worker(db_url, crm.api_key) for _ in range(2)]
         try:

@@ -76,9 +76,11 @@ def test_reap_prints_what_each_sweep_did(db_url: str) -> None:
     result = ferryman(db_url, "reap")
     assert result.returncode == 0
     lines = result.stdout.splitlines()
-    assert lines[:2] == [
+    assert lines[:3] == [
+        "tasks whose job failed for good: 0 task(s) failed",
         "dead or stale task claims: 0 task(s) released",
-        "runs whose heartbeat stopped: 0 run(s) requeued",
+        "runs whose heartbeat stopped: 0 run(s) stalled, 0 task(s) that had lost their job"
+        " requeued",
     ]
     assert "stalled batches: 0 stale member(s) removed, 0 sealed, 0 finished" in lines
     assert any(line.startswith("prune: 0 job(s)") for line in lines)

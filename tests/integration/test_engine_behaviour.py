@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -22,8 +21,8 @@ from tests.democrm.server_fixture import DemoCRM
 from workers import wait_for
 
 from ferryman_worker import cli
-from ferryman_worker.db import connect
-from ferryman_worker.engine import phases, runs
+from ferryman_worker.db import connect, queries
+from ferryman_worker.engine import phases, runs, schedule
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers import load as load_provider
 
@@ -111,8 +110,10 @@ def test_suspend_stops_at_a_window_boundary_and_resume_finishes(db_url: str) -> 
             assert runs.suspend(conn, run_id)
         wait_for(lambda: state(db_url, run_id)["tasks_running"] == 0, 10, "tasks to stop")
         paused = state(db_url, run_id)["rows_written"]
-        time.sleep(1.0)
+        # every task job ended (the queued ones exit at their claim): nothing is left to write
+        wait_for(lambda: _ready_task_jobs(db_url) == 0, 20, "the run's jobs to end")
         assert state(db_url, run_id)["rows_written"] == paused
+        assert state(db_url, run_id)["tasks_waiting"] > 0  # work left, resumable
         assert state(db_url, run_id)["state"] == "running"
         with connect.connect(db_url) as conn:
             runs.resume(conn, run_id)
@@ -134,7 +135,7 @@ def test_cancel_stops_the_run_for_good(db_url: str) -> None:
             assert runs.cancel(conn, run_id)
         wait_for(lambda: state(db_url, run_id)["tasks_running"] == 0, 10, "tasks to stop")
         final = state(db_url, run_id)
-        time.sleep(0.5)
+        wait_for(lambda: _ready_task_jobs(db_url) == 0, 20, "the run's jobs to end")
     assert final["state"] == "cancelled"
     assert state(db_url, run_id)["rows_written"] == final["rows_written"]
     assert final["rows_written"] < 1500
@@ -218,13 +219,21 @@ def test_nothing_of_a_later_phase_is_queued_before_its_phase_opens(db_url: str) 
         queued = runs.start(conn, run)
         with conn.transaction():  # a later-phase task exists early (a stray retry, say)
             phases.seed_tasks(conn, run["id"], 1, [("people", "people:0", {"start": 0})])
-            again = phases.top_up(conn, runs.lock(conn, run["id"]))
+            again = schedule.top_up(conn, runs.lock(conn, run["id"]))
+            stray = conn.execute(
+                "SELECT id FROM ferryman_tasks WHERE phase = 1 AND status = 'pending'"
+            ).fetchone()
+            assert stray is not None  # top-up left it pending
+            # a job handed the stray task anyway (an over-enqueue) finds nothing to claim
+            claim = conn.execute(
+                queries.engine("claim_task"), {"task_id": stray["id"], "job_id": 1}
+            ).fetchone()
         claimed = conn.execute(
             "SELECT count(*) AS n FROM ferryman_tasks WHERE phase = 1 AND status <> 'pending'"
         ).fetchone()
-    assert len(queued) == 4 and again == []
+    assert provider.phases[0] == ("organizations",) and len(queued) == 4 and again == []
+    assert claim is None
     assert claimed is not None and claimed["n"] == 0
-    assert provider.phases[0] == ("organizations",)
 
 
 def test_a_task_that_keeps_losing_its_worker_fails_the_run_instead_of_looping(
@@ -349,3 +358,12 @@ def test_a_failed_run_is_not_reopened_while_its_workspace_has_another_live_run(
             ).fetchone()
     assert after is not None and after["state"] == "failed" and after["error"]
     assert tasks is not None and tasks["n"] >= 1  # nothing was reopened
+
+
+def _ready_task_jobs(db_url: str) -> int:
+    with connect.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM ferryman_jobs"
+            " WHERE name = 'ferryman.task' AND status = 'ready'"
+        ).fetchone()
+    return int(row["n"]) if row else 0

@@ -14,6 +14,7 @@ from workers import wait_for
 from ferryman_worker import contract
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
+from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime, credential_env_var
 from ferryman_worker.queue.worker import Worker
 from ferryman_worker.runspec import RunOptions

@@ -45,6 +45,17 @@ def test_zero_attempts_is_refused() -> None:
         job("t.zero", max_attempts=0)
 
 
+def test_the_task_job_is_registered_with_the_name_and_options_schedule_enqueues_it_with() -> None:
+    from ferryman_worker.engine import schedule, tasks
+
+    call = schedule.task_call(7, 3)
+    assert (call.name, call.args, call.options) == (
+        tasks.run_task.name,
+        (7, 3),
+        tasks.run_task.options,
+    )
+
+
 def test_an_async_job_is_refused_at_registration() -> None:
     registry = Registry()
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ferryman_worker import runspec
+from ferryman_worker import cli, runspec
 from ferryman_worker.errors import ConfigurationError, RunSpecError
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "run.yaml"
@@ -76,7 +76,7 @@ def test_the_example_file_loads_with_the_defaults() -> None:
     assert spec.source.rate_limit is None
     assert spec.kinds == ["organizations", "people", "deals", "messages"]
     assert spec.options == runspec.RunOptions()
-    assert (spec.options.stripes, spec.options.page_size, spec.options.window_size) == (4, 500, 25)
+    assert (spec.options.stripes, spec.options.page_size, spec.options.window_size) == (4, 500, 50)
     assert (spec.options.fetch_threads, spec.options.deals_per_task) == (4, 10)
     assert spec.options.max_in_flight is None
     assert spec.suspend is False and spec.ttl_seconds_after_finished is None
@@ -276,7 +276,7 @@ def test_each_rule_names_its_path_and_the_fix(changes: dict[str, Any], expected:
         (
             {"spec__priority": 3},
             "spec.priority: unknown field; known fields here: "
-            "workspace, source, kinds, options, suspend, ttlSecondsAfterFinished",
+            "workspace, source, kinds, options, suspend, ttlSecondsAfterFinished, conflictPolicy",
         ),
         (
             {"specs": {}},
@@ -336,8 +336,20 @@ def test_every_problem_is_listed_one_per_line() -> None:
     ]
 
 
-def test_a_run_spec_error_is_a_configuration_error() -> None:
+def test_a_run_spec_error_is_a_configuration_error(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert issubclass(RunSpecError, ConfigurationError)
+    # ... and is handled as one: `ferryman run` exits 2 with the problem, no traceback, before
+    # it connects (this database does not exist: connecting would say so instead)
+    monkeypatch.setenv("FERRYMAN_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("FERRYMAN_LOG_FORMAT", "text")  # captured stderr is no terminal: json else
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(document(spec__options__pageSize=0)))
+    assert cli.main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ferryman: ") and "spec.options.pageSize" in err, err
+    assert "Traceback" not in err and "connect" not in err
 
 
 # --- secrets -------------------------------------------------------------------------------------
@@ -591,7 +603,7 @@ def test_a_status_validated_alone_is_explained_from_its_own_root() -> None:
         "tasksDone: must be at least 0; got -1",
         "rowsWriten: unknown field (did you mean rowsWritten?); known fields here: state, phase, "
         "tasksDone, tasksTotal, tasksSummary, rowsWritten, rowsSkipped, rowsFailed, startedAt, "
-        "finishedAt, observedGeneration, conditions",
+        "finishedAt, observedGeneration, message, lastRetry, conditions",
     )
 
 

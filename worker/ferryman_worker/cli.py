@@ -22,14 +22,15 @@ Handler = Callable[[argparse.Namespace, Settings], int]
 
 
 def database_url(settings: Settings) -> str:
-    """FERRYMAN_DATABASE_URL, or the embedded server's ``ferryman`` database (started here)."""
+    """FERRYMAN_DATABASE_URL, or the embedded server's ``ferryman`` database: started here if it
+    is not running, and stopped when the last ``ferryman`` process using it exits."""
     if settings.database_url is not None:
         return settings.database_url.get_secret_value()
-    from ferryman_worker.db import embedded
+    from ferryman_worker.db import databases, embedded
 
-    server = embedded.start(settings.embedded_dir)
+    server = embedded.start(settings.embedded_dir, cleanup="stop")
     log.info("FERRYMAN_DATABASE_URL is unset: using the embedded PostgreSQL in %s", server.data_dir)
-    return embedded.ensure_database(server, "ferryman")
+    return databases.create(server.url(), "ferryman", exist_ok=True)
 
 
 def current_database(settings: Settings) -> Connection:
@@ -86,13 +87,13 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from ferryman_worker import localrun
 
-    return localrun.run_file(args.file, database_url(settings), settings)
+    return localrun.run_file(args.file, lambda: database_url(settings), settings)
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     import datetime
 
-    from ferryman_worker import console, contract, eta
+    from ferryman_worker import console, contract, eta, wording
     from ferryman_worker.engine import runs
 
     now = datetime.datetime.now(datetime.UTC)
@@ -108,7 +109,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
                 print(console.eta_line(estimate))
             retrying = runs.retrying(conn, run.id)
             if retrying is not None:
-                print(console.retrying_line(retrying, now))
+                print(wording.retrying_line(retrying, now))
         if not found:
             print("no runs")
     return 0
@@ -252,7 +253,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--jobs", type=int, default=2000, help="jobs to run (default 2000)")
     demo.set_defaults(handler=cmd_demo)
+    _add_plugins(commands)
     return parser
+
+
+def _add_plugins(commands: Any) -> None:
+    """Sub-commands that other packages register under the ``ferryman.commands`` entry points
+    (``ferryman operator`` and ``ferryman crd`` come from ferryman_operator, which this package
+    never imports): each entry point is a function that adds its parsers to ``commands``."""
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group="ferryman.commands"), key=lambda e: e.name):
+        entry.load()(commands)
 
 
 def _add_worker(commands: Any) -> None:

@@ -10,16 +10,9 @@ from typing import Any
 
 from ferryman_worker.contract import RunProgress
 from ferryman_worker.eta import Estimate
+from ferryman_worker.wording import duration
 
 BAR = 28
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(max(seconds, 0))
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
 def _elapsed(
@@ -67,18 +60,14 @@ def kind_lines(
     return lines
 
 
-def retrying_line(row: dict[str, Any], now: datetime.datetime) -> str:
-    """Tasks waiting to try again (``runs.retrying``): how many, and why the latest failed."""
-    wait = duration((row["run_at"] - now).total_seconds())
-    return (
-        f"  retrying {row['tasks']} task(s); the latest ({row['kind']} task {row['task_id']},"
-        f" attempt {row['attempts']} of {row['max_attempts']}, next try in {wait}) failed:"
-        f" {row['last_error']}"
-    )
-
-
-def summary(run: RunProgress, kinds: Sequence[dict[str, Any]], now: datetime.datetime) -> list[str]:
-    """The table printed when a run ends."""
+def summary(
+    run: RunProgress,
+    kinds: Sequence[dict[str, Any]],
+    now: datetime.datetime,
+    ferryman: str = "ferryman",
+) -> list[str]:
+    """The table printed when a run ends; ``ferryman`` is how the commands it suggests call
+    ferryman (see ``localrun.command``)."""
     header = (
         f"{'KIND':<14} {'WRITTEN':>10} {'SKIPPED':>8} {'MALFORMED':>9} {'TASKS':>6} "
         f"{'SECONDS':>8} {'ROWS/S':>8}"
@@ -94,7 +83,7 @@ def summary(run: RunProgress, kinds: Sequence[dict[str, Any]], now: datetime.dat
         )
     if run.rows_failed:
         lines.append(
-            f"{run.rows_failed:,} source row(s) not written: `ferryman errors {run.name}` lists"
+            f"{run.rows_failed:,} source row(s) not written: `{ferryman} errors {run.name}` lists"
             " them with their reasons"
         )
     if run.error:

@@ -1,6 +1,7 @@
 """What the operator (and ``ferryman run``) may use of the worker package: the MigrationRun
-model, run admission, status aggregates, suspend, resume and cancel. The operator reaches the
-database only through this module; nothing here imports ``ferryman_operator``."""
+model, run admission, status aggregates, suspend, resume, cancel and retry, the database's
+connection budget and the worker's pool rule. The operator reaches the database only through
+this module; nothing here imports ``ferryman_operator``."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import dataclasses
 import datetime
 from typing import Any
 
+from ferryman_worker import settings, wording
+from ferryman_worker.db import connect as _connect
+from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import runs
 from ferryman_worker.engine.runs import AdmissionRefused
+from ferryman_worker.errors import ConfigurationError, DatabaseError, FerrymanError
 from ferryman_worker.runspec import (
     MigrationRun,
     MigrationRunStatus,
@@ -23,23 +28,50 @@ from ferryman_worker.runspec import (
 )
 
 __all__ = [
+    "OWN_CONNECTIONS",
     "AdmissionRefused",
+    "ConfigurationError",
+    "Connection",
+    "ConnectionBudget",
+    "DatabaseError",
+    "FerrymanError",
     "MigrationRun",
     "MigrationRunStatus",
     "RunProgress",
     "RunState",
     "admit",
     "cancel",
+    "connect",
+    "connection_budget",
     "engine_options",
+    "forget",
     "load_run",
     "load_run_file",
     "parse_run",
     "progress",
     "request_for",
     "resume",
+    "retry",
+    "retrying",
     "run_key",
     "suspend",
+    "worker_pool_size",
 ]
+
+OWN_CONNECTIONS = settings.OWN_CONNECTIONS
+"""Connections a worker process holds besides its lane threads."""
+
+
+def connect(url: str) -> Connection:
+    """A connection (autocommit, rows as dicts); DatabaseError when PostgreSQL cannot be reached."""
+    return _connect.connect(url)
+
+
+def worker_pool_size(lanes: str, pool_size: int | None) -> int:
+    """The pool size ``ferryman worker`` uses with these lanes: ``pool_size``, or the lanes'
+    threads + OWN_CONNECTIONS when None; ConfigurationError, as the worker would refuse, when
+    the lanes do not parse or ``pool_size`` is too small."""
+    return settings.check_pool_size(lanes, pool_size)
 
 
 def run_key(run: MigrationRun) -> str:
@@ -85,11 +117,17 @@ def engine_options(
 
 
 def admit(conn: Connection, run: MigrationRun, lane_width: int) -> int:
-    """Admit and start the run (or find it, if it was admitted before); returns its id.
+    """Admit and start the run (or find it, if it was admitted before, and start it if the
+    process that admitted it died before it was started); returns its id.
 
     AdmissionRefused when another run of the workspace is live: the database decides."""
     existing = runs.by_name(conn, run_key(run))
     if existing is not None:
+        if (
+            existing["state"] == "running"
+            and not runs.progress(conn, existing["id"])[0]["tasks_total"]
+        ):
+            runs.start(conn, existing)  # admitted, then the admitting process died: finish it
         return int(existing["id"])
     row = runs.admit(conn, request_for(run, lane_width))
     runs.start(conn, row)
@@ -197,3 +235,46 @@ def resume(conn: Connection, name: str) -> list[int]:
 
 def cancel(conn: Connection, name: str) -> bool:
     return runs.cancel(conn, _id(conn, name))
+
+
+def forget(conn: Connection, name: str) -> str | None:
+    """The MigrationRun ``name`` was deleted: its finished run becomes ``name@id`` (returned),
+    so a new MigrationRun of that name is admitted as a new run. A live run keeps its name."""
+    return runs.forget_name(conn, name)
+
+
+def retry(conn: Connection, name: str) -> int:
+    """Reopen the failed run ``name`` from its checkpoints; returns how many tasks were queued
+    again. AdmissionRefused if its workspace has another live run, FerrymanError if it did not
+    fail."""
+    return runs.retry(conn, _id(conn, name))
+
+
+def retrying(conn: Connection, run_id: int, now: datetime.datetime) -> str | None:
+    """The "retrying N task(s) …" line ``ferryman status`` shows for a running run, or None."""
+    row = runs.retrying(conn, run_id)
+    return None if row is None else wording.retrying_line(row, now).strip()
+
+
+@dataclasses.dataclass(frozen=True)
+class ConnectionBudget:
+    """What the database allows: ``max_connections`` and the connections it reserves."""
+
+    max_connections: int
+    superuser_reserved: int
+    reserved: int
+
+    @property
+    def available(self) -> int:
+        """Connections ordinary roles may open."""
+        return self.max_connections - self.superuser_reserved - self.reserved
+
+
+def connection_budget(conn: Connection) -> ConnectionBudget:
+    """``SHOW max_connections``, ``superuser_reserved_connections`` and (PostgreSQL 16+)
+    ``reserved_connections``, read from the database itself."""
+    row = conn.execute(queries.get("connection_budget")).fetchone()
+    assert row is not None
+    return ConnectionBudget(
+        int(row["max_connections"]), int(row["superuser_reserved"]), int(row["reserved"])
+    )

@@ -9,15 +9,19 @@ running the same command again resumes it from its checkpoints.
 from __future__ import annotations
 
 import datetime
+import os
+import shlex
 import shutil
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from typing import TextIO
 
-from ferryman_worker import console, contract, eta, reaper
+from ferryman_worker import console, contract, eta, reaper, wording
 from ferryman_worker.db import connect, migrate
 from ferryman_worker.engine import runs
+from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.queue.worker import Worker
@@ -29,7 +33,7 @@ EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 def lane_width(settings: Settings) -> int:
     """Width of the ``migrations`` lane, where task jobs run."""
-    from ferryman_worker.engine.tasks import LANE
+    from ferryman_worker.engine.schedule import LANE
 
     for spec in settings.lane_specs:
         if spec.name == LANE:
@@ -40,14 +44,18 @@ def lane_width(settings: Settings) -> int:
     )
 
 
-def run_file(path: str, url: str, settings: Settings, out: TextIO = sys.stdout) -> int:
-    """Run (or resume) the MigrationRun in ``path`` to its end; returns the exit code."""
+def run_file(
+    path: str, database: Callable[[], str], settings: Settings, out: TextIO = sys.stdout
+) -> int:
+    """Run (or resume) the MigrationRun in ``path`` to its end; returns the exit code. The file,
+    the lanes and the credential are checked before ``database()`` (which may start a server)."""
     spec = contract.load_run_file(path)
     width = lane_width(settings)
     runtime = EngineRuntime(
         settings.credentials_dir, settings.source_timeout, settings.sync_windows
     )
     runtime.token(contract.request_for(spec, width).credential)  # missing: say so, admit nothing
+    url = database()
     with connect.connect(url) as conn:
         migrate.migrate(conn)
         _admit_or_resume(conn, spec, width, settings, out)
@@ -61,7 +69,7 @@ def run_file(path: str, url: str, settings: Settings, out: TextIO = sys.stdout) 
             signal.signal(signal.SIGINT, previous)
             worker.stop()
             runtime.close()
-        return _report(conn, final, interrupted.is_set(), path, out)
+        return _report(conn, final, interrupted.is_set(), path, command(settings), out)
 
 
 def _admit_or_resume(
@@ -106,7 +114,7 @@ def _watch(
             *([console.eta_line(estimate)] if estimate is not None else []),
         ]
         failing = runs.retrying(conn, run.id)
-        retrying = [console.retrying_line(failing, now)] if failing is not None else []
+        retrying = [wording.retrying_line(failing, now)] if failing is not None else []
         if tty:  # redrawn in place: a line must not wrap, or the cursor lands wrong
             width = shutil.get_terminal_size().columns - 1
             out.write(f"\x1b[{drawn}F\x1b[J" if drawn else "")
@@ -126,19 +134,42 @@ def _watch(
             last_reap = now
 
 
+def command(settings: Settings) -> str:
+    """How to call ferryman again from the same shell, to paste: this executable as it was
+    called (``ferryman`` if that is what PATH finds), and, for an embedded server in a folder
+    of its own, that folder (never a database URL: it may hold a password)."""
+    invoked = sys.argv[0]
+    if os.path.basename(invoked) == "ferryman":
+        found = shutil.which("ferryman")
+        same = found is not None and os.path.realpath(found) == os.path.realpath(invoked)
+        program = "ferryman" if same else shlex.quote(invoked)
+    else:  # python -m ferryman_worker.cli, or a test
+        program = f"{shlex.quote(sys.executable)} -m ferryman_worker.cli"
+    if settings.database_url is None and settings.embedded_dir:
+        folder = shlex.quote(os.path.abspath(settings.embedded_dir))
+        return f"FERRYMAN_EMBEDDED_DIR={folder} {program}"
+    return program
+
+
 def _report(
-    conn: connect.Connection, run: contract.RunProgress, interrupted: bool, path: str, out: TextIO
+    conn: connect.Connection,
+    run: contract.RunProgress,
+    interrupted: bool,
+    path: str,
+    ferryman: str,
+    out: TextIO,
 ) -> int:
     now = datetime.datetime.now(datetime.UTC)
     final = contract.progress(conn, run.name)[0]
-    print("\n".join(console.summary(final, runs.kind_progress(conn, final.id), now)), file=out)
+    kinds = runs.kind_progress(conn, final.id)
+    print("\n".join(console.summary(final, kinds, now, ferryman)), file=out)
     if interrupted and not final.state.finished:
-        print(f"suspended: run `ferryman run {path}` again to resume", file=out)
+        print(f"suspended: run `{ferryman} run {path}` again to resume", file=out)
         return EXIT_INTERRUPTED
     if final.state is contract.RunState.FAILED:
         print(
-            f"failed: once the cause is fixed, `ferryman retry {final.name}` reopens it from its"
-            f" checkpoints, and `ferryman run {path}` runs it here again",
+            f"failed: once the cause is fixed, `{ferryman} retry {final.name}` reopens it from"
+            f" its checkpoints, and `{ferryman} run {path}` runs it here again",
             file=out,
         )
     return EXIT_OK if final.state is contract.RunState.SUCCEEDED else EXIT_FAILED

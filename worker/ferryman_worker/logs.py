@@ -32,6 +32,8 @@ run_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("run_id", de
 task_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("task_id", default=None)
 
 _IDS = (("run_id", run_id), ("task_id", task_id), ("job_id", job_id))
+HANDLER = "ferryman"
+"""The name of the one handler ``configure`` installs on the root logger."""
 QUIET = ("httpx", "httpcore", "kubernetes.client.rest", "psycopg.pool", "pgserver")
 """Libraries whose INFO lines are one per request or connection: shown at DEBUG only."""
 
@@ -65,9 +67,10 @@ def configure(
     fmt = fmt or default_format(stream)
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.set_name(HANDLER)
     root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
+    for old in [h for h in root.handlers if h.get_name() == HANDLER]:
+        root.removeHandler(old)  # configured again (a test calling main twice): one handler
     root.addHandler(handler)
     root.setLevel(level.upper())
     quiet = logging.DEBUG if root.level <= logging.DEBUG else logging.WARNING

@@ -19,6 +19,28 @@ OWN_CONNECTIONS = 4
 notifier, poller, cron, heartbeat."""
 
 
+def required_pool_size(lanes: str) -> int:
+    """Connections a worker process with these lanes needs: one per lane thread plus
+    ``OWN_CONNECTIONS``. ConfigurationError if ``lanes`` does not parse."""
+    return sum(spec.width for spec in lanes_mod.parse_lanes(lanes)) + OWN_CONNECTIONS
+
+
+def check_pool_size(lanes: str, pool_size: int | None) -> int:
+    """The pool size a worker with ``lanes`` uses: ``pool_size``, or the required size when it
+    is None. ConfigurationError (naming FERRYMAN_POOL_SIZE) when ``pool_size`` is too small."""
+    needed = required_pool_size(lanes)
+    if pool_size is None:
+        return needed
+    if pool_size < needed:
+        raise ConfigurationError(
+            f"pool_size {pool_size} is too small for lanes {lanes!r}: they need "
+            f"{needed - OWN_CONNECTIONS} connections plus {OWN_CONNECTIONS} of the process's own "
+            f"(notifier, poller, cron, heartbeat); set FERRYMAN_POOL_SIZE (--pool-size) to "
+            f"at least {needed} or narrow the lanes"
+        )
+    return pool_size
+
+
 class Settings(BaseSettings):
     """Settings of every ``ferryman`` process; each field is also ``FERRYMAN_<FIELD>``."""
 
@@ -107,14 +129,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_pool(self) -> Settings:
-        needed = self.threads + OWN_CONNECTIONS
-        if self.pool_size is not None and self.pool_size < needed:
-            raise ConfigurationError(
-                f"pool_size {self.pool_size} is too small for lanes {self.lanes!r}: they need "
-                f"{self.threads} connections plus {OWN_CONNECTIONS} of the process's own "
-                f"(notifier, poller, cron, heartbeat); set FERRYMAN_POOL_SIZE (--pool-size) to "
-                f"at least {needed} or narrow the lanes"
-            )
+        check_pool_size(self.lanes, self.pool_size)
         return self
 
     @property

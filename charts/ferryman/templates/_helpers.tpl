@@ -41,3 +41,107 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "ferryman.workerServiceAccountName" -}}
 {{- printf "%s-worker" (include "ferryman.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
+
+{{/* Labels of one component's objects: the common labels plus app.kubernetes.io/component. */}}
+{{- define "ferryman.componentLabels" -}}
+{{ include "ferryman.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Selector labels of one component. */}}
+{{- define "ferryman.componentSelectorLabels" -}}
+{{ include "ferryman.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* The image reference; the tag defaults to the chart's appVersion. */}}
+{{- define "ferryman.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The lanes string as the worker reads it (FERRYMAN_LANES): as written, stripped. */}}
+{{- define "ferryman.lanes" -}}
+{{- trim .Values.worker.lanes }}
+{{- end }}
+
+{{/* The lanes' threads in all; fails on a lane named twice (JSON schema cannot say that). */}}
+{{- define "ferryman.threads" -}}
+{{- $total := 0 }}
+{{- $seen := dict }}
+{{- range splitList "," (include "ferryman.lanes" .) }}
+{{- $parts := splitList ":" (trim .) }}
+{{- $name := index $parts 0 }}
+{{- if hasKey $seen $name }}
+{{- fail (printf "worker.lanes %q names lane %q twice: give each lane once" $.Values.worker.lanes $name) }}
+{{- end }}
+{{- $_ := set $seen $name true }}
+{{- $total = add $total (atoi (trim (index $parts 1))) }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
+{{/* The workers' resolved pool size (FERRYMAN_POOL_SIZE): worker.poolSize, or threads + 4.
+     Fails when worker.poolSize is below threads + 4, the rule `ferryman worker` enforces. */}}
+{{- define "ferryman.poolSize" -}}
+{{- $needed := add (include "ferryman.threads" . | atoi) 4 }}
+{{- $pool := .Values.worker.poolSize }}
+{{- if kindIs "invalid" $pool }}
+{{- $needed }}
+{{- else if lt (int $pool) (int $needed) }}
+{{- fail (printf "worker.poolSize %d is too small for worker.lanes %q: they need %d connections plus 4 of the worker's own (notifier, poller, cron, heartbeat); set worker.poolSize to at least %d, or leave it empty" (int $pool) (include "ferryman.lanes" .) (include "ferryman.threads" . | atoi) $needed) }}
+{{- else }}
+{{- int $pool }}
+{{- end }}
+{{- end }}
+
+{{/* The pool-spec hash (interface 3): the first 16 hex digits of
+     sha256("lanes=<lanes>;poolSize=<resolved pool size>"); the operator computes the same. */}}
+{{- define "ferryman.poolSpecHash" -}}
+{{- printf "lanes=%s;poolSize=%s" (include "ferryman.lanes" .) (include "ferryman.poolSize" .) | sha256sum | trunc 16 }}
+{{- end }}
+
+{{/* FERRYMAN_DATABASE_URL from the existing Secret, then extraEnv. */}}
+{{- define "ferryman.env" -}}
+- name: FERRYMAN_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.database.existingSecret }}
+      key: {{ .Values.database.secretKey }}
+{{- with .Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Pod-level settings every pod shares. */}}
+{{- define "ferryman.podSpecCommon" -}}
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if .Values.hostNetwork }}
+hostNetwork: true
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
+{{- end }}
+
+{{/* Container-level settings every container shares (image, security context). */}}
+{{- define "ferryman.containerCommon" -}}
+image: {{ include "ferryman.image" . | quote }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+securityContext:
+  {{- toYaml .Values.securityContext | nindent 2 }}
+terminationMessagePolicy: FallbackToLogsOnError
+{{- end }}
+
+{{/* /tmp as an emptyDir: the root filesystem is read-only. */}}
+{{- define "ferryman.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- end }}
+{{- define "ferryman.tmpMount" -}}
+- name: tmp
+  mountPath: /tmp
+{{- end }}

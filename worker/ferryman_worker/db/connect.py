@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import psycopg_pool
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 from psycopg_pool.base import AttemptWithBackoff
 
@@ -17,6 +18,13 @@ from ferryman_worker.errors import DatabaseError
 
 Connection = psycopg.Connection[dict[str, Any]]
 APPLICATION_NAME = "ferryman"
+
+
+def url_for(url: str, dbname: str) -> str:
+    """``url`` pointing at database ``dbname`` (host or socket URLs alike)."""
+    params = conninfo_to_dict(url)
+    params["dbname"] = dbname
+    return make_conninfo(**params)  # type: ignore[arg-type]
 
 
 def connect(url: str, *, autocommit: bool = True) -> Connection:

@@ -9,16 +9,9 @@ import tempfile
 from collections.abc import Iterator
 
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ferryman_worker.db import connect, migrate
-
-
-def url_for(url: str, dbname: str) -> str:
-    """``url`` pointing at database ``dbname`` (host or socket URLs alike)."""
-    params = conninfo_to_dict(url)
-    params["dbname"] = dbname
-    return make_conninfo(**params)  # type: ignore[arg-type]
+from ferryman_worker.db import connect, embedded, migrate
+from ferryman_worker.db.connect import url_for
 
 
 def create(
@@ -81,8 +74,6 @@ def server(url: str | None, prefix: str = "ferryman-pg-") -> Iterator[str]:
     if url:
         yield url
         return
-    from ferryman_worker.db import embedded
-
     started = embedded.start(tempfile.mkdtemp(prefix=prefix), cleanup="delete")
     try:
         yield started.url()

@@ -1,8 +1,9 @@
 """An embedded PostgreSQL (the ``pgserver`` package) for local commands when no
 ``FERRYMAN_DATABASE_URL`` is given: ``make demo``, ``ferryman run``, the benchmarks, the tests.
 
-As root, pgserver runs the server under its own user. The server keeps running for the life of
-the process that started it (or until ``stop``); data persists in ``data_dir``.
+As root, pgserver runs the server under its own user. pgserver counts the processes using a data
+folder; with ``cleanup="stop"`` the last of them to exit stops the server (the CLI's choice),
+with None it keeps running; data persists in ``data_dir``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 import warnings
 from typing import Any
 
+from ferryman_worker.db import connect
 from ferryman_worker.errors import ConfigurationError, DatabaseError
 
 DEFAULT_DIR = pathlib.Path.home() / ".local" / "share" / "ferryman" / "postgres"
@@ -28,9 +30,7 @@ class EmbeddedServer:
     handle: Any
 
     def url(self, dbname: str = "postgres") -> str:
-        from ferryman_worker.db import databases
-
-        return databases.url_for(str(self.handle.get_uri()), dbname)
+        return connect.url_for(str(self.handle.get_uri()), dbname)
 
     def restart(self) -> None:
         """Restart the server in place (fast shutdown): every connection to it is cut."""
@@ -77,13 +77,6 @@ def start(
     except Exception as exc:
         raise DatabaseError(f"cannot start the embedded PostgreSQL in {folder}: {exc}") from exc
     return EmbeddedServer(folder, handle)
-
-
-def ensure_database(server: EmbeddedServer, dbname: str) -> str:
-    """Create ``dbname`` on the server if missing; returns its URL."""
-    from ferryman_worker.db import databases
-
-    return databases.create(server.url(), dbname, exist_ok=True)
 
 
 def _signal_and_wait(pid: int, timeout: float = 30.0) -> None:

@@ -34,3 +34,8 @@ def get(
         return queries[name]
     except KeyError:
         raise KeyError(f"no query named {name!r} in {filename}; known: {sorted(queries)}") from None
+
+
+def engine(name: str) -> LiteralString:
+    """The engine's query called ``name`` (``sql/engine.sql``)."""
+    return get(name, "engine.sql")

@@ -1,10 +1,10 @@
-"""Phases: the unit of ordering, and the scheduling that keeps a run's lane share full.
+"""Phases: the unit of ordering.
 
 A phase closes at a fenced barrier: the finishing task that finds no open task left in the
 phase moves ``ferryman_runs.phase`` on with a compare-and-set, and that single winner seeds the
 next phase. Finishing tasks of one run lock the run row first, so the barrier's check sees every
-other finisher's commit. Nothing is queued for a phase before it opens: top-up only queues tasks
-of the run's open phase.
+other finisher's commit. Nothing is queued for a phase before it opens: top-up (``schedule``)
+only queues tasks of the run's open phase.
 """
 
 from __future__ import annotations
@@ -16,10 +16,6 @@ from psycopg.types.json import Jsonb
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.providers import Provider
-
-
-def _q(name: str) -> str:
-    return queries.get(name, "engine.sql")
 
 
 def stripe_cursor(kind: str, start: int) -> tuple[str, dict[str, int]]:
@@ -36,7 +32,7 @@ def seed_phase(conn: Connection, run: dict[str, Any], provider: Provider, phase:
             _seed_stripes(conn, run["id"], phase, name, options["stripes"], options["page_size"])
         else:
             conn.execute(
-                _q("seed_tree_tasks"),
+                queries.engine("seed_tree_tasks"),
                 {
                     "run_id": run["id"],
                     "phase": phase,
@@ -61,7 +57,7 @@ def seed_tasks(
 ) -> None:
     """Insert (kind, cursor_key, cursor) tasks; existing cursor keys are left alone."""
     conn.execute(
-        _q("seed_tasks"),
+        queries.engine("seed_tasks"),
         {
             "run_id": run_id,
             "phase": phase,
@@ -73,7 +69,9 @@ def seed_tasks(
 
 
 def open_tasks(conn: Connection, run_id: int, phase: int) -> int:
-    row = conn.execute(_q("open_tasks_in_phase"), {"run_id": run_id, "phase": phase}).fetchone()
+    row = conn.execute(
+        queries.engine("open_tasks_in_phase"), {"run_id": run_id, "phase": phase}
+    ).fetchone()
     return int(row["n"]) if row else 0
 
 
@@ -84,26 +82,14 @@ def close_if_done(conn: Connection, run: dict[str, Any], provider: Provider) -> 
     while open_tasks(conn, run["id"], phase) == 0:
         if phase + 1 >= len(run["phases"]):
             conn.execute(
-                _q("finish_run"), {"run_id": run["id"], "state": "succeeded", "error": None}
+                queries.engine("finish_run"),
+                {"run_id": run["id"], "state": "succeeded", "error": None},
             )
             return
         advanced = conn.execute(
-            _q("advance_phase"), {"run_id": run["id"], "phase": phase}
+            queries.engine("advance_phase"), {"run_id": run["id"], "phase": phase}
         ).fetchone()
         if advanced is None:
             return  # someone else closed it: not us
         phase = int(advanced["phase"])
         seed_phase(conn, run, provider, phase)
-
-
-def top_up(conn: Connection, run: dict[str, Any]) -> list[int]:
-    """Queue the run's oldest pending tasks of its open phase up to its in-flight limit, and
-    enqueue a job for each, in the caller's transaction. Returns the task ids queued."""
-    from ferryman_worker.engine import tasks  # the task job lives there
-
-    rows = conn.execute(
-        _q("top_up"), {"run_id": run["id"], "max_in_flight": run["options"]["max_in_flight"]}
-    ).fetchall()
-    ids = sorted(int(row["id"]) for row in rows)
-    tasks.enqueue_tasks(conn, run["id"], ids)
-    return ids

@@ -29,10 +29,6 @@ def credential_key(base_url: str, token: str) -> str:
     return hashlib.sha256(f"{base_url}\0{token}".encode()).hexdigest()[:24]
 
 
-def _q(name: str) -> str:
-    return queries.get(name, "engine.sql")
-
-
 class Budget:
     """This process's view of one credential's budget; thread-safe."""
 
@@ -57,7 +53,6 @@ class Budget:
         self._leased_at = float("-inf")
         self._ensured = False
         self._paused_until = 0.0
-        self.waited = 0.0
 
     def reserve(self, conn: Connection, cost: float) -> None:
         """Block until ``cost`` tokens are this caller's. Call on a job thread, between
@@ -71,7 +66,6 @@ class Budget:
                     return
                 wait = self._lease(conn, max(cost, self.chunk) - self._tokens, cost)
             if wait > 0:
-                self.waited += wait
                 metrics.token_wait(self.credential, wait)
                 self._sleep(wait)
 
@@ -79,7 +73,9 @@ class Budget:
         """The source said 429 / Retry-After: pause every worker of the credential."""
         with self._lock:
             self._tokens = 0.0
-            conn.execute(_q("pause_budget"), {"credential": self.credential, "seconds": seconds})
+            conn.execute(
+                queries.engine("pause_budget"), {"credential": self.credential, "seconds": seconds}
+            )
             now = time.monotonic()
             until = now + seconds
             if until > self._paused_until:
@@ -95,7 +91,7 @@ class Budget:
         """Lease up to ``want`` tokens; returns seconds to wait before trying again (0: got)."""
         if not self._ensured:
             conn.execute(
-                _q("ensure_budget"),
+                queries.engine("ensure_budget"),
                 {
                     "credential": self.credential,
                     "capacity": self.capacity,
@@ -104,7 +100,7 @@ class Budget:
             )
             self._ensured = True
         row = conn.execute(
-            _q("lease_tokens"), {"credential": self.credential, "want": want}
+            queries.engine("lease_tokens"), {"credential": self.credential, "want": want}
         ).fetchone()
         if row is None:  # the row vanished (a reset database): create it again next time
             self._ensured = False

@@ -11,7 +11,7 @@ from psycopg.types.json import Jsonb
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.engine import phases
+from ferryman_worker.engine import phases, schedule
 from ferryman_worker.errors import ConfigurationError, FerrymanError
 from ferryman_worker.providers import Provider, phases_for
 from ferryman_worker.providers import load as load_provider
@@ -42,10 +42,6 @@ class RunRequest:
     options: dict[str, Any]
 
 
-def _q(name: str) -> str:
-    return queries.get(name, "engine.sql")
-
-
 def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
     """Insert the run; AdmissionRefused if the workspace has a live run (even under a race),
     ConfigurationError if the provider or a writer of its kinds is missing."""
@@ -64,7 +60,7 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
     }
     try:
         with conn.transaction():
-            row = conn.execute(_q("admit_run"), params).fetchone()
+            row = conn.execute(queries.engine("admit_run"), params).fetchone()
     except psycopg.errors.UniqueViolation as exc:
         if exc.diag.constraint_name != "ferryman_runs_one_live":
             raise
@@ -74,14 +70,16 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
 
 
 def _refused(conn: Connection, workspace: str) -> AdmissionRefused:
-    live = conn.execute(_q("live_run_of_workspace"), {"workspace": workspace}).fetchone()
+    live = conn.execute(
+        queries.engine("live_run_of_workspace"), {"workspace": workspace}
+    ).fetchone()
     return AdmissionRefused(workspace, live["name"] if live else "?")
 
 
 def _check_writers(conn: Connection, provider: Provider, kinds: list[str]) -> None:
     """ConfigurationError, before any task exists, if a kind's writer function is missing."""
     writers = [provider.writer(kind) for kind in kinds]
-    row = conn.execute(_q("missing_writers"), {"writers": writers}).fetchone()
+    row = conn.execute(queries.engine("missing_writers"), {"writers": writers}).fetchone()
     missing = sorted(row["missing"] or []) if row else []
     if missing:
         raise ConfigurationError(
@@ -99,31 +97,35 @@ def start(conn: Connection, run: dict[str, Any]) -> list[int]:
         if phases.seed_phase(conn, locked, provider, int(locked["phase"])) == 0:
             phases.close_if_done(conn, locked, provider)
             locked = lock(conn, run["id"])
-        return phases.top_up(conn, locked)
+        return schedule.top_up(conn, locked)
 
 
 def lock(conn: Connection, run_id: int) -> dict[str, Any]:
-    row = conn.execute(_q("lock_run"), {"run_id": run_id}).fetchone()
+    row = conn.execute(queries.engine("lock_run"), {"run_id": run_id}).fetchone()
     if row is None:
         raise FerrymanError(f"run {run_id} does not exist")
     return row
 
 
 def by_name(conn: Connection, name: str) -> dict[str, Any] | None:
-    row: dict[str, Any] | None = conn.execute(_q("run_by_name"), {"name": name}).fetchone()
+    row: dict[str, Any] | None = conn.execute(
+        queries.engine("run_by_name"), {"name": name}
+    ).fetchone()
     return row
 
 
 def progress(conn: Connection, run_id: int | None = None) -> list[dict[str, Any]]:
     """One aggregate row per run (or for one run): tasks by state and row counts."""
-    return conn.execute(_q("run_progress"), {"run_id": run_id}).fetchall()
+    return conn.execute(queries.engine("run_progress"), {"run_id": run_id}).fetchall()
 
 
 def retrying(conn: Connection, run_id: int) -> dict[str, Any] | None:
     """The tasks of a running, not suspended run that wait to try again after a failed attempt:
     ``tasks`` (how many) and the latest failure (task_id, kind, last_error, attempts,
     max_attempts, run_at); None if there are none."""
-    row: dict[str, Any] | None = conn.execute(_q("run_retrying"), {"run_id": run_id}).fetchone()
+    row: dict[str, Any] | None = conn.execute(
+        queries.engine("run_retrying"), {"run_id": run_id}
+    ).fetchone()
     return row
 
 
@@ -133,26 +135,30 @@ def row_errors(
     """The run's row errors (kind, source_id, reason, at), oldest first, at most ``limit``;
     each row also carries ``total``, how many there are in all."""
     params = {"run_id": run_id, "kind": kind, "limit": limit}
-    return conn.execute(_q("row_errors"), params).fetchall()
+    return conn.execute(queries.engine("row_errors"), params).fetchall()
 
 
 def kind_progress(conn: Connection, run_id: int) -> list[dict[str, Any]]:
-    return conn.execute(_q("kind_progress"), {"run_id": run_id}).fetchall()
+    return conn.execute(queries.engine("kind_progress"), {"run_id": run_id}).fetchall()
 
 
 def suspend(conn: Connection, run_id: int) -> bool:
     """Pause a running run: running tasks stop at their next window boundary."""
     with conn.transaction():
-        done = conn.execute(_q("set_suspended"), {"run_id": run_id, "suspended": True}).fetchone()
-        conn.execute(_q("release_queued_tasks"), {"run_id": run_id, "status": "pending"})
+        done = conn.execute(
+            queries.engine("set_suspended"), {"run_id": run_id, "suspended": True}
+        ).fetchone()
+        conn.execute(
+            queries.engine("release_queued_tasks"), {"run_id": run_id, "status": "pending"}
+        )
     return done is not None
 
 
 def resume(conn: Connection, run_id: int) -> list[int]:
     """Continue a suspended (or stalled) run from its checkpoints."""
     with conn.transaction():
-        conn.execute(_q("set_suspended"), {"run_id": run_id, "suspended": False})
-        return phases.top_up(conn, lock(conn, run_id))
+        conn.execute(queries.engine("set_suspended"), {"run_id": run_id, "suspended": False})
+        return schedule.top_up(conn, lock(conn, run_id))
 
 
 def retry(conn: Connection, run_id: int) -> int:
@@ -160,18 +166,18 @@ def retry(conn: Connection, run_id: int) -> int:
     is queued again; what the run wrote stays written (the ledger keeps each row once). Returns
     how many tasks were reopened. AdmissionRefused if its workspace has another live run;
     FerrymanError if the run did not fail."""
-    run = conn.execute(_q("run_by_id"), {"run_id": run_id}).fetchone()
+    run = conn.execute(queries.engine("run_by_id"), {"run_id": run_id}).fetchone()
     if run is None:
         raise FerrymanError(f"run {run_id} does not exist")
     try:
         with conn.transaction():
-            if conn.execute(_q("reopen_run"), {"run_id": run_id}).fetchone() is None:
+            if conn.execute(queries.engine("reopen_run"), {"run_id": run_id}).fetchone() is None:
                 raise FerrymanError(
                     f"run {run['name']!r} is {run['state']}, not failed: only a failed run can be"
                     " retried"
                 )
-            reopened = conn.execute(_q("reopen_tasks"), {"run_id": run_id}).rowcount
-            phases.top_up(conn, lock(conn, run_id))
+            reopened = conn.execute(queries.engine("reopen_tasks"), {"run_id": run_id}).rowcount
+            schedule.top_up(conn, lock(conn, run_id))
     except psycopg.errors.UniqueViolation as exc:
         if exc.diag.constraint_name != "ferryman_runs_one_live":
             raise
@@ -179,11 +185,20 @@ def retry(conn: Connection, run_id: int) -> int:
     return reopened
 
 
+def forget_name(conn: Connection, name: str) -> str | None:
+    """Rename the finished run ``name`` to ``name@id`` (its new name; None if there is no such
+    finished run), so the name can be admitted again."""
+    row = conn.execute(queries.engine("forget_run_name"), {"name": name}).fetchone()
+    return None if row is None else str(row["name"])
+
+
 def cancel(conn: Connection, run_id: int, reason: str = "cancelled") -> bool:
     """End a run for good: its tasks stop at their next window boundary."""
     with conn.transaction():
         done = conn.execute(
-            _q("finish_run"), {"run_id": run_id, "state": "cancelled", "error": reason}
+            queries.engine("finish_run"), {"run_id": run_id, "state": "cancelled", "error": reason}
         ).fetchone()
-        conn.execute(_q("release_queued_tasks"), {"run_id": run_id, "status": "cancelled"})
+        conn.execute(
+            queries.engine("release_queued_tasks"), {"run_id": run_id, "status": "cancelled"}
+        )
     return done is not None

@@ -16,7 +16,7 @@ from psycopg.rows import tuple_row
 from ferryman_worker import metrics
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.engine import phases, windows
+from ferryman_worker.engine import phases, schedule, windows
 from ferryman_worker.engine.ratelimit import Budget
 from ferryman_worker.engine.runtime import EngineRuntime
 from ferryman_worker.engine.source import (
@@ -32,10 +32,6 @@ from ferryman_worker.queue import JobContext
 
 Mapper = Callable[[Callable[[Request], Any], Iterable[Request]], Iterator[Any]]
 """How a round's calls are made: ``map`` (in turn) or a thread pool's ``map``."""
-
-
-def _q(name: str) -> str:
-    return queries.get(name, "engine.sql")
 
 
 class Stop(Exception):
@@ -222,7 +218,7 @@ class Scope:
 
     def gate(self, conn: Connection) -> None:
         """Cancel and suspend take effect here, at a window boundary."""
-        row = conn.execute(_q("run_gate"), {"run_id": self.run["id"]}).fetchone()
+        row = conn.execute(queries.engine("run_gate"), {"run_id": self.run["id"]}).fetchone()
         if row is None or row["state"] != "running":
             raise Stop("cancelled")
         if row["suspended"]:
@@ -231,13 +227,14 @@ class Scope:
     def finish(self, conn: Connection, next_stripe: int | None) -> None:
         """The task's last step, in its last window's transaction: done, next stripe task,
         the barrier, the run's top-up."""
-        run = conn.execute(_q("lock_run"), {"run_id": self.run["id"]}).fetchone()
+        run = conn.execute(queries.engine("lock_run"), {"run_id": self.run["id"]}).fetchone()
         assert run is not None
         if run["state"] != "running" or run["suspended"]:
             raise Stop("cancelled" if run["state"] != "running" else "pending")
         if (
             conn.execute(
-                _q("finish_task"), {"task_id": self.task["id"], "job_id": self.ctx.job.id}
+                queries.engine("finish_task"),
+                {"task_id": self.task["id"], "job_id": self.ctx.job.id},
             ).fetchone()
             is None
         ):
@@ -246,5 +243,5 @@ class Scope:
             key, cursor = phases.stripe_cursor(self.kind.name, next_stripe)
             phases.seed_tasks(conn, run["id"], self.task["phase"], [(self.kind.name, key, cursor)])
         phases.close_if_done(conn, run, self.provider)
-        phases.top_up(conn, run)
-        conn.execute(_q("beat_run"), {"run_id": run["id"]})
+        schedule.top_up(conn, run)
+        conn.execute(queries.engine("beat_run"), {"run_id": run["id"]})

@@ -9,35 +9,37 @@ a refused credential, an invalid request) fails the task, its job and its run at
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from ferryman_worker import logs
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.engine import walks
+from ferryman_worker.engine import schedule, walks
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
 from ferryman_worker.engine.scope import Scope, Stop
 from ferryman_worker.engine.source import SourceError
-from ferryman_worker.queue import JobContext, Unretryable, enqueue_many, job
+from ferryman_worker.queue import JobContext, Unretryable, job
 
-TASK_JOB = "ferryman.task"
-LANE = "migrations"
 MAX_CLAIMS = 50
-"""A task claimed this many times without finishing fails its run: the queue does not count an
-attempt whose process died, so a task that crashes its worker would otherwise loop forever."""
+"""A task claimed this many times without finishing fails its run: a backstop. A task that
+crashes its worker ends sooner (the queue fails its job after ``max_attempts`` deaths, and the
+reaper fails the task); only a task released again and again as stale could loop without it."""
 
 
-def _q(name: str) -> str:
-    return queries.get(name, "engine.sql")
-
-
-@job(TASK_JOB, queue=LANE, pass_context=True, pressure=True, max_attempts=25)
+@job(
+    schedule.TASK_JOB,
+    queue=schedule.TASK_OPTIONS.queue,
+    max_attempts=schedule.TASK_OPTIONS.max_attempts,
+    pass_context=True,
+    pressure=True,
+)
 def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
     """Claim task ``task_id`` or exit; walk it; finish it with the job, in one commit."""
     logs.run_id.set(run_id)  # for the rest of this job (the worker gives each job its context)
     logs.task_id.set(task_id)
-    task = ctx.conn.execute(_q("claim_task"), {"task_id": task_id, "job_id": ctx.job.id}).fetchone()
+    task = ctx.conn.execute(
+        queries.engine("claim_task"), {"task_id": task_id, "job_id": ctx.job.id}
+    ).fetchone()
     if task is None:
         return  # another job has it, it is finished, or its phase is not open: nothing to do
     if task["attempts"] > MAX_CLAIMS:  # its walk keeps killing its worker, or keeps failing
@@ -49,7 +51,7 @@ def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
             f"claimed {MAX_CLAIMS} times without finishing (does it crash its worker?)",
         )
         return
-    run = ctx.conn.execute(_q("run_by_id"), {"run_id": run_id}).fetchone()
+    run = ctx.conn.execute(queries.engine("run_by_id"), {"run_id": run_id}).fetchone()
     assert run is not None
     try:
         _walk(ctx, run, task, ctx.resources.get(RESOURCE) or EngineRuntime())
@@ -57,7 +59,7 @@ def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
         if stop.status is not None:
             with ctx.completing() as conn:
                 conn.execute(
-                    _q("stop_task"),
+                    queries.engine("stop_task"),
                     {"task_id": task_id, "job_id": ctx.job.id, "status": stop.status},
                 )
     except Exception as exc:
@@ -86,16 +88,13 @@ def _walk(
             ctx.conn.execute("RESET synchronous_commit")
 
 
-def enqueue_tasks(conn: Connection, run_id: int, task_ids: Sequence[int]) -> None:
-    """One job per task, in the caller's transaction."""
-    enqueue_many([run_task.call(task_id, run_id) for task_id in task_ids], conn=conn)
-
-
 def _fail(conn: Connection, task_id: int, run_id: int, job_id: int, error: str) -> None:
     with conn.transaction():
-        conn.execute(_q("fail_task"), {"task_id": task_id, "job_id": job_id, "error": error})
         conn.execute(
-            _q("finish_run"),
+            queries.engine("fail_task"), {"task_id": task_id, "job_id": job_id, "error": error}
+        )
+        conn.execute(
+            queries.engine("finish_run"),
             {
                 "run_id": run_id,
                 "state": "failed",

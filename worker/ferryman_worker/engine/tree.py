@@ -159,7 +159,7 @@ def _children_to_fetch(
     written = {
         row["source_id"]
         for row in scope.conn.execute(
-            queries.get("ledger_written", "engine.sql"),
+            queries.engine("ledger_written"),
             {
                 "workspace": scope.run["workspace"],
                 "kind": scope.kind.name,

@@ -145,7 +145,7 @@ def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
     params = _close_params(target, window, refused)
     params.update(written=counts.written, skipped=counts.skipped)
     with _gate():
-        row = cur.execute(queries.get("close_window", "engine.sql"), params).fetchone()
+        row = cur.execute(queries.engine("close_window"), params).fetchone()
     assert row is not None
     counts.failed = row[0]
     return counts
@@ -167,7 +167,7 @@ def _write_row(cur: Cursor, target: Target, model: BaseModel) -> int:
 @functools.cache
 def _statement(name: str, writer: str) -> bytes:
     """Named query ``name`` with the provider's writer function in place of ``{writer}``."""
-    statement = sql.SQL(queries.get(name, "engine.sql")).format(writer=sql.Identifier(writer))
+    statement = sql.SQL(queries.engine(name)).format(writer=sql.Identifier(writer))
     return statement.as_bytes(None)  # composed once: identifiers need no connection to quote
 
 

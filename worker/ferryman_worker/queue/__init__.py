@@ -23,7 +23,7 @@ the completion commit in one transaction.
 
 from ferryman_worker.errors import Unretryable
 from ferryman_worker.queue.batches import Batch, batch
-from ferryman_worker.queue.producer import UrlSource, configure, enqueue, enqueue_many
+from ferryman_worker.queue.producer import configure, enqueue, enqueue_many
 from ferryman_worker.queue.registry import Job, JobCall, JobOptions, Registry, cron, job
 from ferryman_worker.queue.runner import JobContext
 
@@ -35,7 +35,6 @@ __all__ = [
     "JobOptions",
     "Registry",
     "Unretryable",
-    "UrlSource",
     "batch",
     "configure",
     "cron",

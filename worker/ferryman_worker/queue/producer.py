@@ -22,23 +22,9 @@ from ferryman_worker.queue.registry import Job, JobCall
 
 
 class ConnectionSource(Protocol):
-    """Anything that lends connections: a psycopg_pool pool, or ``UrlSource``."""
+    """Anything that lends connections: a psycopg_pool pool."""
 
     def connection(self) -> contextlib.AbstractContextManager[Connection]: ...
-
-
-class UrlSource:
-    """Lends a fresh connection per use (for scripts; workers lend from their pool)."""
-
-    def __init__(self, url: str) -> None:
-        self._url = url
-
-    @contextlib.contextmanager
-    def connection(self) -> Iterator[Connection]:
-        from ferryman_worker.db.connect import connect
-
-        with connect(self._url) as conn:
-            yield conn
 
 
 _default_source: ConnectionSource | None = None

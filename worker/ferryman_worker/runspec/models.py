@@ -71,6 +71,28 @@ def _check_base_url(url: str) -> str:
     return url
 
 
+def _cel(rule: str, message: str) -> dict[str, str]:
+    """A CEL rule of the CRD's schema (``x-kubernetes-validations``): the API server refuses a
+    value for which it is false, with ``message`` after the field's path."""
+    return {"rule": rule, "message": message}
+
+
+# What the CRD can say of a base URL (the model says all of it in _check_base_url).
+_BASE_URL_RULES: Final = [
+    _cel("!self.contains('@')", "must not carry credentials (user:password@); " + SECRET_ADVICE),
+    _cel(
+        "!self.contains('?') && !self.contains('#')",
+        "must not have a query or fragment "
+        "(credentials belong in spec.source.credentialsSecretRef)",
+    ),
+    _cel(
+        "self.matches('^https?://[^/:\\\\s]+(:[0-9]{1,5})?(/\\\\S*)?$')",
+        "must be an http(s) URL with a host, e.g. https://api.example.com",
+    ),
+]
+_IMMUTABLE: Final = "is immutable once the run is created; create a new MigrationRun instead"
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -121,7 +143,13 @@ class SourceSpec(_Model):
 
     base_url: Annotated[
         str,
-        Field(alias="baseURL", min_length=1, max_length=2048, pattern=HTTP_URL),
+        Field(
+            alias="baseURL",
+            min_length=1,
+            max_length=2048,
+            pattern=HTTP_URL,
+            json_schema_extra={"x-kubernetes-validations": _BASE_URL_RULES},
+        ),
         AfterValidator(_check_base_url),
     ]
     """Base URL of the source API (http or https), without credentials, query or fragment."""
@@ -142,7 +170,7 @@ class RunOptions(_Model):
     page_size: Annotated[int, Field(ge=1, le=500, strict=True)] = 500
     """Rows per listing call; a listing costs the same whatever its size, so the largest is best."""
 
-    window_size: Annotated[int, Field(ge=1, le=60, strict=True)] = 25
+    window_size: Annotated[int, Field(ge=1, le=60, strict=True)] = 50
     """Rows per transaction; a window the database refuses is rewritten with one savepoint per
     row, and PostgreSQL caches 64 subtransactions per transaction."""
 
@@ -156,13 +184,30 @@ class RunOptions(_Model):
     """Deals whose messages one email task imports."""
 
 
+class ConflictPolicy(enum.StrEnum):
+    """What admission does with a run whose workspace already has a live run."""
+
+    QUEUE = "Queue"
+    REJECT = "Reject"
+
+
 class MigrationRunSpec(_Model):
     """What to migrate, from where, and how."""
 
-    workspace: DnsLabel
+    workspace: Annotated[
+        DnsLabel,
+        Field(
+            json_schema_extra={"x-kubernetes-validations": [_cel("self == oldSelf", _IMMUTABLE)]}
+        ),
+    ]
     """Destination workspace; at most one run per workspace is live at a time."""
 
-    source: SourceSpec
+    source: Annotated[
+        SourceSpec,
+        Field(
+            json_schema_extra={"x-kubernetes-validations": [_cel("self == oldSelf", _IMMUTABLE)]}
+        ),
+    ]
     """The source API and the Secret holding its credential."""
 
     kinds: Annotated[
@@ -178,6 +223,9 @@ class MigrationRunSpec(_Model):
 
     ttl_seconds_after_finished: Annotated[int, Field(ge=0, strict=True)] | None = None
     """Seconds after which a finished run is deleted; absent: kept until deleted by hand."""
+
+    conflict_policy: ConflictPolicy = ConflictPolicy.QUEUE
+    """When the workspace has a live run: Queue (wait, then start by itself) or Reject (fail)."""
 
     @field_validator("kinds")
     @classmethod
@@ -242,8 +290,9 @@ class Condition(_Model):
 class MigrationRunStatus(_Model):
     """What the operator last saw of the run; written by the operator only."""
 
-    state: RunState | None = None
-    """Pending, Queued, Running, Succeeded, Failed or Cancelled."""
+    state: RunState = RunState.PENDING
+    """Pending (until the operator admits or queues it), Queued, Running, Succeeded, Failed or
+    Cancelled."""
 
     phase: str | None = None
     """The migration phase running now, e.g. organizations."""
@@ -261,10 +310,10 @@ class MigrationRunStatus(_Model):
     """Source rows written to the destination."""
 
     rows_skipped: Count = 0
-    """Malformed source rows skipped and recorded."""
+    """Source rows met again that were written before (the ledger keeps each row once)."""
 
     rows_failed: Count = 0
-    """Source rows that could not be written."""
+    """Malformed source rows not written, each recorded with its reason (ferryman errors)."""
 
     started_at: AwareDatetime | None = None
     """When the run started working."""
@@ -274,6 +323,12 @@ class MigrationRunStatus(_Model):
 
     observed_generation: Count | None = None
     """The metadata.generation this status was computed from."""
+
+    message: Annotated[str, Field(max_length=32768)] | None = None
+    """The latest news, for humans: the message of the condition that changed last."""
+
+    last_retry: Annotated[str, Field(max_length=1024)] | None = None
+    """The value of the ferryman.dev/retry annotation the operator last acted on."""
 
     conditions: Annotated[
         list[Condition],
@@ -337,3 +392,5 @@ _ROOTS: Final[tuple[type[BaseModel], ...]] = (
     MigrationRunStatus,
     Condition,
 )
+RETRY_ANNOTATION: Final = "ferryman.dev/retry"
+"""Annotating a failed run with a new value of this key retries it."""

@@ -149,12 +149,16 @@ RETURNING id;
 
 -- name: reopen_run
 -- Retry a failed run: live again (the partial unique index refuses it if its workspace has
--- another live run meanwhile).
-UPDATE ferryman_runs
+-- another live run meanwhile), its open phase back to the earliest one with an unfinished task,
+-- so no reopened task waits behind a barrier that has already moved on (top-up only queues the
+-- open phase's tasks: such a task would be stranded, and the run would finish without it).
+UPDATE ferryman_runs r
    SET state = 'running', suspended = false, error = NULL, finished_at = NULL,
-       heartbeat_at = now()
- WHERE id = %(run_id)s AND state = 'failed'
-RETURNING id;
+       heartbeat_at = now(),
+       phase = least(r.phase, coalesce((SELECT min(t.phase) FROM ferryman_tasks t
+                                         WHERE t.run_id = r.id AND t.status <> 'done'), r.phase))
+ WHERE r.id = %(run_id)s AND r.state = 'failed'
+RETURNING r.id;
 
 -- name: reopen_tasks
 -- ... and every unfinished task back to pending, from its checkpoint, with its claims forgotten:
@@ -269,10 +273,35 @@ UPDATE ferryman_rate_budgets
        paused_until = greatest(paused_until, clock_timestamp() + make_interval(secs => %(seconds)s))
  WHERE credential = %(credential)s;
 
+-- name: fail_tasks_of_failed_jobs
+-- Running tasks whose job failed for good before the task could fail itself (the queue gave up
+-- on a job whose worker kept dying: ProcessDied): the task fails with its job's error, and its
+-- run with it, in one statement, so no barrier sees the task's phase without it while the run
+-- still runs (work stranded behind a barrier).
+WITH failed AS (
+    UPDATE ferryman_tasks t
+       SET status = 'failed', finished_at = now(),
+           error = coalesce(j.last_error, 'its job ' || j.id || ' failed')
+      FROM ferryman_jobs j
+     WHERE t.status = 'running' AND j.id = t.job_id AND j.status = 'failed'
+    RETURNING t.id, t.run_id, t.error
+)
+UPDATE ferryman_runs r
+   SET state = 'failed', finished_at = now(),
+       error = left('task ' || f.id || ' failed: ' || f.error, 2000)
+  FROM (SELECT DISTINCT ON (run_id) id, run_id, error FROM failed ORDER BY run_id, id) f
+ WHERE r.id = f.run_id AND r.state = 'running'
+RETURNING r.id;
+
 -- name: release_dead_claims
--- Running tasks whose claim is dead (the claiming job's lock is not held by anyone: its worker
--- died) or stale (no checkpoint for %(stale_after)s seconds): back to pending, cursor intact.
--- A stale claimer that wakes up is fenced out at its next checkpoint.
+-- Running tasks whose claim is dead or stale go back to pending, cursor intact:
+-- dead: the claiming job is over without ending its task (deleted, succeeded, discarded);
+-- stale: its job's lock is held (its process lives) but no checkpoint for %(stale_after)s
+-- seconds (hung); a stale claimer that wakes up is fenced out at its next checkpoint.
+-- A task whose job is still ready is left alone, lock or no lock: the job waits out its
+-- backoff after a failed attempt, or its worker died and the queue runs it again at once;
+-- either way the same job takes its own task back (claim_task), with its attempt count and
+-- backoff. Releasing it would give it a second job and skip the backoff.
 WITH held AS (
     SELECT ((l.classid::bigint << 32) | l.objid::bigint) AS job_id
       FROM pg_locks l
@@ -281,14 +310,17 @@ WITH held AS (
 )
 UPDATE ferryman_tasks t SET status = 'pending', job_id = NULL
  WHERE t.status = 'running'
-   AND (NOT EXISTS (SELECT 1 FROM held WHERE held.job_id = t.job_id)
-        OR t.heartbeat_at < now() - make_interval(secs => %(stale_after)s))
+   AND (NOT EXISTS (SELECT 1 FROM ferryman_jobs j
+                     WHERE j.id = t.job_id AND j.status IN ('ready', 'failed'))
+        OR (t.heartbeat_at < now() - make_interval(secs => %(stale_after)s)
+            AND EXISTS (SELECT 1 FROM held WHERE held.job_id = t.job_id)))
 RETURNING t.id, t.run_id;
 
 -- name: release_stalled_runs
--- Live runs whose heartbeat stopped (no window committed for %(stale_after)s seconds): their
--- queued tasks go back to pending, so the refill queues them with new jobs (a job of theirs that
--- still exists finds its task claimed, or claims it, and the other exits). The heartbeat is
+-- Live runs whose heartbeat stopped (no window committed for %(stale_after)s seconds): a queued
+-- task whose job is gone (no ready task job carries its id) goes back to pending, so the refill
+-- queues it with a new job. Queued tasks whose jobs wait (for a worker, or for their turn) are
+-- left alone: a run whose workers all died resumes when a worker starts. The heartbeat is
 -- renewed, so the next sweep waits a full period again.
 WITH stalled AS (
     UPDATE ferryman_runs SET heartbeat_at = now()
@@ -297,7 +329,11 @@ WITH stalled AS (
     RETURNING id
 ), released AS (
     UPDATE ferryman_tasks t SET status = 'pending'
-      FROM stalled WHERE t.run_id = stalled.id AND t.status = 'queued'
+      FROM stalled
+     WHERE t.run_id = stalled.id AND t.status = 'queued'
+       AND NOT EXISTS (SELECT 1 FROM ferryman_jobs j
+                        WHERE j.status = 'ready' AND j.name = %(job_name)s
+                          AND j.args = jsonb_build_array(t.id, t.run_id))
     RETURNING t.id
 )
 SELECT (SELECT count(*) FROM stalled) AS runs, (SELECT count(*) FROM released) AS tasks;
@@ -332,3 +368,10 @@ UPDATE ferryman_runs r SET state = 'failed', finished_at = now(),
  WHERE r.state = 'running'
    AND EXISTS (SELECT 1 FROM ferryman_tasks t WHERE t.run_id = r.id AND t.status = 'failed')
 RETURNING r.id;
+
+-- name: forget_run_name
+-- A finished run whose MigrationRun was deleted gives its name up (it becomes name@id), so a
+-- new MigrationRun of the same name is a new run; its rows, tasks and errors stay.
+UPDATE ferryman_runs SET name = name || '@' || id
+ WHERE name = %(name)s AND state <> 'running'
+RETURNING name;

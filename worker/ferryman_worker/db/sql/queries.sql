@@ -245,3 +245,10 @@ SELECT id FROM pruned;
 -- name: prune_workers
 DELETE FROM ferryman_workers
  WHERE heartbeat_at < now() - make_interval(secs => %(older_than)s);
+
+-- name: connection_budget
+-- The database's connection budget, for the operator's sizing of the worker pool:
+-- reserved_connections exists from PostgreSQL 16 on (missing_ok, then 0).
+SELECT current_setting('max_connections')::int AS max_connections,
+       current_setting('superuser_reserved_connections')::int AS superuser_reserved,
+       coalesce(current_setting('reserved_connections', true), '0')::int AS reserved;

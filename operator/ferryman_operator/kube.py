@@ -1,0 +1,96 @@
+"""The calls kopf does not make for us, through the ``kubernetes`` client on threads: the
+worker Deployment and the pool spec, deleting a finished run (TTL), and the Lease.
+
+Configured once: in-cluster when the pod's service account is mounted, else ``KUBECONFIG``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+from kubernetes import client, config
+
+from ferryman_operator import crd
+
+
+def api_client() -> Any:
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+class Kube:
+    """The few API calls the operator makes itself."""
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.coordination = client.CoordinationV1Api(api)
+
+    async def configmaps(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        found = await asyncio.to_thread(
+            self.core.list_namespaced_config_map, namespace, label_selector=selector
+        )
+        return [self.api.sanitize_for_serialization(item) for item in found.items]
+
+    async def deployments(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        found = await asyncio.to_thread(
+            self.apps.list_namespaced_deployment, namespace, label_selector=selector
+        )
+        return [  # list items lack apiVersion and kind, which an Event's reference needs
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                **self.api.sanitize_for_serialization(d),
+            }
+            for d in found.items
+        ]
+
+    async def patch_deployment(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        await asyncio.to_thread(self.apps.patch_namespaced_deployment, name, namespace, patch)
+
+    async def post_event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
+        """A core Event on ``obj``, made here rather than through kopf (the pool-spec check runs
+        outside kopf's handlers, where kopf's event queue is not available)."""
+        meta = obj["metadata"]
+        now = datetime.datetime.now(datetime.UTC)
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(
+                generate_name=f"{meta['name']}.", namespace=meta["namespace"]
+            ),
+            involved_object=client.V1ObjectReference(
+                api_version=obj.get("apiVersion"),
+                kind=obj.get("kind"),
+                name=meta["name"],
+                namespace=meta["namespace"],
+                uid=meta.get("uid"),
+            ),
+            reason=reason,
+            message=message[:1000],
+            type=kind,
+            source=client.V1EventSource(component="ferryman-operator"),
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        await asyncio.to_thread(self.core.create_namespaced_event, meta["namespace"], event)
+
+    async def delete_run(self, namespace: str, name: str) -> None:
+        try:
+            await asyncio.to_thread(
+                self.custom.delete_namespaced_custom_object,
+                crd.GROUP,
+                crd.VERSION,
+                namespace,
+                crd.PLURAL,
+                name,
+            )
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise

@@ -1,0 +1,27 @@
+"""Suspend, resume, retry and time-to-live, decided from the spec and what the database says."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Literal
+
+
+def suspension(wanted: bool, running: bool, suspended: bool) -> Literal["suspend", "resume"] | None:
+    """What to do so the run's suspension matches ``spec.suspend``; only a running run moves."""
+    if not running or wanted == suspended:
+        return None
+    return "suspend" if wanted else "resume"
+
+
+def retry_requested(annotation: str | None, last_retry: str | None) -> bool:
+    """A ``ferryman.dev/retry`` value the operator has not acted on yet."""
+    return bool(annotation) and annotation != last_retry
+
+
+def ttl_left(
+    ttl_seconds: int | None, finished_at: datetime.datetime | None, now: datetime.datetime
+) -> float | None:
+    """Seconds until a finished run is to be deleted (0 or less: now); None: never."""
+    if ttl_seconds is None or finished_at is None:
+        return None
+    return (finished_at + datetime.timedelta(seconds=ttl_seconds) - now).total_seconds()

@@ -1,0 +1,209 @@
+"""A run's ``.status`` from one observation: the database's aggregate of the run (if it was
+admitted), or why it waits or was refused, and what the operator knows of the workers."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+from ferryman_operator.reconcile import conditions as cond
+from ferryman_operator.reconcile.conditions import Wanted
+from ferryman_worker.contract import RunProgress, RunState
+
+_KEPT = (
+    *("state", "phase", "tasksDone", "tasksTotal", "rowsWritten", "rowsSkipped", "rowsFailed"),
+    *("startedAt", "finishedAt", "lastRetry"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """Why a run will not be admitted (until retried): a CamelCase reason and words."""
+
+    reason: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    """What one look at a run found; every field but ``workers`` is optional."""
+
+    workers: Wanted
+    """The WorkersReady condition the pool spec's sizing gives (see ``reconcile.pool``)."""
+
+    progress: RunProgress | None = None
+    """The run's aggregate, once admitted."""
+
+    waiting: str | None = None
+    """Why it is queued (a message naming the live or older run), when it waits."""
+
+    refused: Refusal | None = None
+    """Why it will not start, when refused."""
+
+    database_error: str | None = None
+    """Why PostgreSQL could not be asked (the last known status is kept)."""
+
+    retrying: str | None = None
+    """The "retrying N task(s) …" line of a running run whose tasks wait to try again."""
+
+
+def compute(
+    previous: Mapping[str, Any],
+    seen: Observation,
+    generation: int | None,
+    now: datetime.datetime,
+) -> dict[str, Any]:
+    """The whole new status (camelCase), from the previous one and ``seen``."""
+    status: dict[str, Any] = {key: previous[key] for key in _KEPT if key in previous}
+    status.update(_fields(previous, seen))
+    status["tasksSummary"] = f"{status.get('tasksDone', 0)}/{status.get('tasksTotal', 0)}"
+    status["observedGeneration"] = generation
+    wanted = _conditions(previous, seen)
+    status["conditions"] = cond.merge(previous.get("conditions") or [], wanted, now, generation)
+    status["message"] = headline(status["conditions"], seen)
+    return status
+
+
+def _fields(previous: Mapping[str, Any], seen: Observation) -> dict[str, Any]:
+    run = seen.progress
+    if run is not None:
+        return {
+            "state": run.state.value,
+            "phase": run.phase,
+            "tasksDone": run.tasks_done,
+            "tasksTotal": run.tasks_total,
+            "rowsWritten": run.rows_written,
+            "rowsSkipped": run.rows_skipped,
+            "rowsFailed": run.rows_failed,
+            "startedAt": cond.timestamp(run.started_at),
+            "finishedAt": cond.timestamp(run.finished_at) if run.finished_at else None,
+        }
+    if seen.refused is not None:
+        return {"state": RunState.FAILED.value, "phase": None}
+    if seen.waiting is not None:
+        return {"state": RunState.QUEUED.value, "phase": None}
+    if seen.database_error is not None:
+        return {"state": previous.get("state") or RunState.PENDING.value}
+    return {"state": RunState.PENDING.value, "phase": None}
+
+
+def _conditions(previous: Mapping[str, Any], seen: Observation) -> list[Wanted]:
+    if seen.database_error is not None and seen.progress is None:
+        kept = [
+            Wanted(c["type"], c["status"], c["reason"], c.get("message", ""))
+            for c in previous.get("conditions") or []
+            if c.get("type") in (cond.ADMITTED, cond.COMPLETE, cond.FAILED)
+        ]
+        unavailable = Wanted(
+            cond.PROGRESSING,
+            "Unknown",
+            "DatabaseUnavailable",
+            f"cannot reach PostgreSQL ({seen.database_error}); the operator keeps trying and "
+            "the last known counts stay shown",
+        )
+        return [*kept, unavailable, seen.workers]
+    return [
+        _admitted(seen),
+        _progressing(seen),
+        _complete(seen),
+        _failed(seen),
+        seen.workers,
+    ]
+
+
+def _admitted(seen: Observation) -> Wanted:
+    if seen.progress is not None:
+        run = seen.progress
+        return Wanted(
+            cond.ADMITTED, "True", "Admitted", f"admitted as run {run.id} of {run.workspace}"
+        )
+    if seen.refused is not None:
+        return Wanted(cond.ADMITTED, "False", seen.refused.reason, seen.refused.message)
+    if seen.waiting is not None:
+        return Wanted(cond.ADMITTED, "False", "WorkspaceBusy", seen.waiting)
+    return Wanted(cond.ADMITTED, "Unknown", "Pending", "waiting for the operator to admit it")
+
+
+def _progressing(seen: Observation) -> Wanted:
+    run = seen.progress
+    if run is None:
+        if seen.refused is not None:
+            return Wanted(cond.PROGRESSING, "False", seen.refused.reason, seen.refused.message)
+        if seen.waiting is not None:
+            return Wanted(cond.PROGRESSING, "False", "Queued", seen.waiting)
+        return Wanted(cond.PROGRESSING, "Unknown", "Pending", "not admitted yet")
+    if run.state is RunState.RUNNING:
+        if run.suspended:
+            return Wanted(
+                cond.PROGRESSING,
+                "False",
+                "Suspended",
+                "suspended by spec.suspend: running tasks stopped at their next window; set "
+                "suspend: false to resume",
+            )
+        if seen.retrying:
+            return Wanted(cond.PROGRESSING, "True", "Retrying", seen.retrying)
+        return Wanted(cond.PROGRESSING, "True", "Running", _doing(run))
+    return Wanted(cond.PROGRESSING, "False", run.state.value, _ended(run))
+
+
+def _complete(seen: Observation) -> Wanted:
+    run = seen.progress
+    if run is not None and run.state is RunState.SUCCEEDED:
+        return Wanted(cond.COMPLETE, "True", "Succeeded", _ended(run))
+    if run is not None and run.state.finished:
+        return Wanted(cond.COMPLETE, "False", run.state.value, _ended(run))
+    return Wanted(cond.COMPLETE, "False", "NotFinished", "the run has not finished")
+
+
+def _failed(seen: Observation) -> Wanted:
+    run = seen.progress
+    if run is not None and run.state is RunState.FAILED:
+        return Wanted(cond.FAILED, "True", "RunFailed", _ended(run))
+    if run is None and seen.refused is not None:
+        return Wanted(cond.FAILED, "True", seen.refused.reason, seen.refused.message)
+    return Wanted(cond.FAILED, "False", "NoFailure", "")
+
+
+def _doing(run: RunProgress) -> str:
+    where = f"phase {run.phase} ({run.phase_index + 1} of {run.phases})" if run.phase else "running"
+    return (
+        f"{where}: {run.tasks_done}/{run.tasks_total} tasks done, {run.tasks_running} running; "
+        f"{run.rows_written} rows written"
+    )
+
+
+def _ended(run: RunProgress) -> str:
+    counts = (
+        f"{run.rows_written} rows written, {run.rows_failed} malformed rows not written "
+        f"(`ferryman errors {run.name}`)"
+        if run.rows_failed
+        else f"{run.rows_written} rows written"
+    )
+    if run.state is RunState.FAILED:
+        return f"failed: {run.error or 'no error recorded'}; {counts}"
+    if run.state is RunState.CANCELLED:
+        return f"cancelled ({run.error or 'by request'}); {counts}"
+    return f"succeeded: {counts}"
+
+
+def headline(conditions: list[dict[str, Any]], seen: Observation) -> str:
+    """``status.message``: what most needs saying: a failure, an outage, retries, a wait, the
+    workers' sizing; else the message of the condition that changed last."""
+    for kind, status in (
+        (cond.FAILED, "True"),
+        (cond.PROGRESSING, "Unknown"),
+        (cond.ADMITTED, "False"),
+        (cond.WORKERS_READY, "False"),
+    ):
+        found = cond.find(conditions, kind)
+        if found is not None and found.get("status") == status and found.get("message"):
+            return str(found["message"])
+    if seen.retrying:
+        return seen.retrying
+    progressing = cond.find(conditions, cond.PROGRESSING)
+    if progressing is not None and progressing.get("message"):
+        return str(progressing["message"])
+    return ""

@@ -1,0 +1,1 @@
+"""What the operator writes besides a run's status: Events, the worker Deployment's sizing."""

@@ -1,0 +1,261 @@
+"""One MigrationRun, reconciled: observe (parse the spec, ask the database through the
+contract, admitting, suspending, resuming or retrying on the way), decide its status and Events
+(``reconcile``), write them. Level-based: every call starts from what is, so a call that was cut
+short (a crash, an outage) is finished by the next one; the timer makes one every few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ferryman_operator.database import Database
+from ferryman_operator.errors import DatabaseUnavailable
+from ferryman_operator.kube import Kube
+from ferryman_operator.reconcile import admission, conditions, lifecycle, status
+from ferryman_operator.reconcile.admission import Candidate
+from ferryman_operator.reconcile.events import Event, between
+from ferryman_operator.reconcile.status import Observation, Refusal
+from ferryman_operator.resources import events
+from ferryman_operator.workers import Workers
+from ferryman_worker import contract
+from ferryman_worker.runspec import RETRY_ANNOTATION, ConflictPolicy
+
+log = logging.getLogger("ferryman.operator.runs")
+DELETED = "the MigrationRun was deleted: its tasks stop at their next window; the rows written stay"
+
+
+@dataclasses.dataclass
+class Look:
+    """What one database visit found and did."""
+
+    seen: Observation
+    retried: str | None = None
+    events: list[Event] = dataclasses.field(default_factory=list)
+
+
+def candidate(body: Mapping[str, Any]) -> Candidate:
+    meta, spec = body.get("metadata", {}), body.get("spec") or {}
+    return Candidate(
+        created=str(meta.get("creationTimestamp", "")),
+        key=f"{meta.get('namespace')}/{meta.get('name')}",
+        workspace=str(spec.get("workspace", "")),
+        state=(body.get("status") or {}).get("state"),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+class Runs:
+    def __init__(self, db: Database, kube: Kube, workers: Workers) -> None:
+        self._db, self._kube, self._workers = db, kube, workers
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._written: dict[str, dict[str, Any]] = {}
+
+    async def sync(self, body: Mapping[str, Any], patch: Any, others: Iterable[Candidate]) -> None:
+        """Reconcile the run ``body``; the new status goes into kopf's ``patch``."""
+        me = candidate(body)
+        lock = self._locks.setdefault(me.key, asyncio.Lock())
+        async with lock:
+            await self._sync(body, patch, me, list(others))
+
+    async def _sync(
+        self, body: Mapping[str, Any], patch: Any, me: Candidate, others: list[Candidate]
+    ) -> None:
+        now = datetime.datetime.now(datetime.UTC)
+        meta = body["metadata"]
+        stored: dict[str, Any] = dict(body.get("status") or {})
+        # Handlers of one object run one after the other, each with the body kopf saw before
+        # the last patch landed: the status this process wrote last is the newer "before".
+        written = self._written.get(me.key)
+        if written is not None and meta.get("uid") != written.get("_uid"):
+            written = None  # a new object of the same name
+        if written is not None and (written.get("observedGeneration") or 0) > (
+            meta.get("generation") or 0
+        ):
+            return  # a body older than the status written last: the next handler has a newer one
+        old = written if written is not None else stored
+        old = {key: value for key, value in old.items() if key != "_uid"}
+        workers = self._workers.condition(meta["namespace"])
+        try:
+            run = contract.parse_run(dict(body), source=me.key)
+        except contract.ConfigurationError as exc:
+            look = Look(Observation(workers, refused=Refusal("InvalidSpec", str(exc))))
+        else:
+            look = await self._observe(run, body, old, me, others, workers, now)
+        new = status.compute(old, look.seen, meta.get("generation"), now)
+        if look.retried is not None:
+            new["lastRetry"] = look.retried
+        events.post(body, [*look.events, *between(old, new)])
+        for key, value in new.items():
+            if stored.get(key) != value:
+                patch.status[key] = value
+        self._written[me.key] = {**new, "_uid": meta.get("uid")}
+        await self._expire(body, new, now)
+
+    async def _observe(
+        self,
+        run: contract.MigrationRun,
+        body: Mapping[str, Any],
+        old: Mapping[str, Any],
+        me: Candidate,
+        others: list[Candidate],
+        workers: conditions.Wanted,
+        now: datetime.datetime,
+    ) -> Look:
+        annotation = (body["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION)
+        ahead = admission.ahead_of(me, others)
+        width = self._workers.lane_width(run.metadata.namespace)
+        try:
+            return await self._db.run(
+                lambda conn: _look(conn, run, old, annotation, ahead, width, workers, now)
+            )
+        except DatabaseUnavailable as exc:
+            log.warning("run %s: database unavailable: %s", me.key, exc)
+            return Look(Observation(workers, database_error=str(exc)))
+
+    async def _expire(
+        self, body: Mapping[str, Any], new: Mapping[str, Any], now: datetime.datetime
+    ) -> None:
+        finished = (
+            new.get("finishedAt")
+            if new.get("state") in ("Succeeded", "Failed", "Cancelled")
+            else None
+        )
+        ttl = (body.get("spec") or {}).get("ttlSecondsAfterFinished")
+        if finished is None or ttl is None:
+            return
+        at = datetime.datetime.fromisoformat(str(finished).replace("Z", "+00:00"))
+        left = lifecycle.ttl_left(int(ttl), at, now)
+        if left is not None and left <= 0:
+            meta = body["metadata"]
+            log.info(
+                "run %s/%s: ttlSecondsAfterFinished passed: deleting it",
+                meta["namespace"],
+                meta["name"],
+            )
+            await self._kube.delete_run(meta["namespace"], meta["name"])
+
+    async def cancel(self, body: Mapping[str, Any]) -> bool:
+        """Cancel the run being deleted (if it is live); raises DatabaseUnavailable (kopf retries,
+        the object stays until it is done)."""
+        meta = body["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+
+        def stop(conn: contract.Connection) -> bool:
+            found = contract.progress(conn, key)
+            live = bool(found) and found[0].state is contract.RunState.RUNNING
+            cancelled = live and contract.cancel(conn, key)
+            contract.forget(conn, key)  # a new MigrationRun of this name is a new run
+            return cancelled
+
+        self._written.pop(key, None)
+        cancelled = await self._db.run(stop)
+        if cancelled:
+            log.info("run %s: cancelled because its MigrationRun was deleted", key)
+            events.post(body, [Event("Normal", "Cancelled", DELETED)])
+        return cancelled
+
+
+def _look(
+    conn: contract.Connection,
+    run: contract.MigrationRun,
+    old: Mapping[str, Any],
+    annotation: str | None,
+    ahead: Candidate | None,
+    width: int,
+    workers: conditions.Wanted,
+    now: datetime.datetime,
+) -> Look:
+    """Everything one visit does in the database (on a thread)."""
+    key = contract.run_key(run)
+    found = contract.progress(conn, key)
+    retry = lifecycle.retry_requested(annotation, old.get("lastRetry"))
+    look = Look(Observation(workers), retried=annotation if retry else None)
+    if not found:
+        refusal = _previous_refusal(old)
+        if refusal is not None and not retry:
+            look.seen = Observation(workers, refused=refusal)
+            return look
+        outcome = _admit(conn, run, ahead, width, workers)
+        if outcome is not None:
+            look.seen = outcome
+            return look
+        found = contract.progress(conn, key)
+    progress = found[0]
+    if progress.state is contract.RunState.RUNNING and progress.tasks_total == 0:
+        contract.admit(conn, run, width)  # admitted by a process that died before starting it
+        progress = contract.progress(conn, key)[0]
+    action = lifecycle.suspension(
+        run.spec.suspend, progress.state is contract.RunState.RUNNING, progress.suspended
+    )
+    if action == "suspend":
+        contract.suspend(conn, key)
+    elif action == "resume":
+        contract.resume(conn, key)
+    if retry and progress.state is contract.RunState.FAILED:
+        try:
+            contract.retry(conn, key)
+        except contract.AdmissionRefused as exc:
+            look.events.append(Event("Warning", "RetryRefused", str(exc)))
+    elif retry:
+        look.events.append(
+            Event(
+                "Warning",
+                "RetryIgnored",
+                f"only a failed run is retried; this one is {progress.state.value}",
+            )
+        )
+    if action or retry:
+        progress = contract.progress(conn, key)[0]
+    retrying = (
+        contract.retrying(conn, progress.id, now)
+        if progress.state is contract.RunState.RUNNING
+        else None
+    )
+    look.seen = Observation(workers, progress=progress, retrying=retrying)
+    return look
+
+
+def _admit(
+    conn: contract.Connection,
+    run: contract.MigrationRun,
+    ahead: Candidate | None,
+    width: int,
+    workers: conditions.Wanted,
+) -> Observation | None:
+    """Admit the run, or say why it waits or is refused (None: admitted)."""
+    workspace = run.spec.workspace
+    reject = run.spec.conflict_policy is ConflictPolicy.REJECT
+    if ahead is not None:
+        if reject:
+            return Observation(
+                workers,
+                refused=Refusal("WorkspaceBusy", admission.reject_message(workspace, ahead.key)),
+            )
+        return Observation(workers, waiting=admission.behind_message(workspace, ahead.key))
+    try:
+        contract.admit(conn, run, width)
+    except contract.AdmissionRefused as exc:
+        if reject:
+            return Observation(
+                workers,
+                refused=Refusal("WorkspaceBusy", admission.reject_message(workspace, exc.live_run)),
+            )
+        return Observation(workers, waiting=admission.busy_message(workspace, exc.live_run))
+    except contract.ConfigurationError as exc:
+        return Observation(workers, refused=Refusal("AdmissionFailed", str(exc)))
+    return None
+
+
+def _previous_refusal(old: Mapping[str, Any]) -> Refusal | None:
+    """A run that was refused stays refused until retried (by the retry annotation)."""
+    if old.get("state") != "Failed":
+        return None
+    found = conditions.find(old.get("conditions") or [], conditions.ADMITTED)
+    if found is None or found.get("status") != "False":
+        return None
+    return Refusal(str(found.get("reason")), str(found.get("message", "")))

@@ -1,0 +1,100 @@
+"""The operator's configuration: one model, read once from the environment (prefix
+``FERRYMAN_OPERATOR_``, and ``FERRYMAN_DATABASE_URL`` for the database) and the command line.
+Nothing else reads the environment. The database URL is a ``SecretStr``: never printed or logged.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from ferryman_operator.errors import SettingsError
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def _identity() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _own_namespace() -> str:
+    """The pod's namespace (from its service-account mount), else ``default``."""
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+class OperatorSettings(BaseSettings):
+    """Settings of ``ferryman operator``; each field is also ``FERRYMAN_OPERATOR_<FIELD>``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FERRYMAN_OPERATOR_", extra="ignore", use_attribute_docstrings=True
+    )
+
+    database_url: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("database_url", "FERRYMAN_DATABASE_URL"),
+    )
+    """PostgreSQL URL (``FERRYMAN_DATABASE_URL``): the database the workers use."""
+
+    namespaces: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Namespaces whose MigrationRuns this operator handles; empty: every namespace."""
+
+    liveness_port: int | None = Field(default=None, ge=1, le=65535)
+    """Port of the liveness endpoint ``/healthz``; None: no endpoint."""
+
+    status_interval: float = Field(default=5.0, gt=0)
+    """Seconds between two status refreshes of a live run (and admission tries of a queued
+    one)."""
+
+    lease_name: str = "ferryman-operator"
+    """The coordination.k8s.io Lease whose holder is the one operator that acts."""
+
+    lease_namespace: str = Field(default_factory=_own_namespace)
+    """Namespace of the Lease; default: the pod's own namespace, else ``default``."""
+
+    lease_duration: float = Field(default=15.0, ge=1)
+    """Seconds a Lease stays the holder's without renewal; a killed leader's successor acts
+    after at most this long."""
+
+    identity: str = Field(default_factory=_identity)
+    """This process's name in the Lease (host name and process id)."""
+
+    pool_namespace: str | None = None
+    """Namespace of the pool spec and the worker Deployment; default: the Lease's namespace
+    (the operator's own, where the chart installs them)."""
+
+    pool_interval: float = Field(default=10.0, gt=0)
+    """Seconds between two checks of the pool spec against the worker Deployment and the
+    database's connection budget."""
+
+    db_connections: int = Field(default=2, ge=1)
+    """Database connections the operator holds at most (the pool spec's operatorConnections)."""
+
+    default_lane_width: int = Field(default=4, ge=1)
+    """Width of the migrations lane assumed when no pool spec is found (sets maxInFlight)."""
+
+    @property
+    def renew_interval(self) -> float:
+        """Seconds between Lease renewals: a third of its duration."""
+        return self.lease_duration / 3
+
+
+def load(**overrides: object) -> OperatorSettings:
+    """Settings from the environment and ``overrides`` (None = not given); SettingsError names
+    the field and its variable."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    try:
+        return OperatorSettings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for error in exc.errors(include_url=False, include_input=False):
+            field = ".".join(str(part) for part in error["loc"]) or "settings"
+            lines.append(f"{field} (FERRYMAN_OPERATOR_{field.upper()}): {error['msg']}")
+        raise SettingsError("invalid operator settings: " + "; ".join(lines)) from None

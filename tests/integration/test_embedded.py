@@ -1,0 +1,101 @@
+"""``ferryman`` on the embedded PostgreSQL, as a newcomer meets it: bad input is refused before
+any server starts, a command that started the server stops it when it ends, the server's own
+logging stays quiet, and the commands a run's summary suggests work when pasted into a shell.
+
+These tests start servers of their own (FERRYMAN_DATABASE_URL unset), in temporary folders."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+from migration import SECRET
+from tests.democrm.server_fixture import DemoCRM
+
+from ferryman_worker.engine.runtime import credential_env_var
+
+FERRYMAN = str(pathlib.Path(sys.executable).with_name("ferryman"))  # the venv's console script
+RUN = """\
+apiVersion: ferryman.dev/v1alpha1
+kind: MigrationRun
+metadata: {{name: acme-crm}}
+spec:
+  workspace: acme
+  source:
+    provider: democrm
+    baseURL: {url}
+    credentialsSecretRef: {{name: democrm-token, key: token}}
+  options: {{pageSize: {page_size}}}
+"""
+
+
+def _env(folder: pathlib.Path, api_key: str | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRYMAN_")}
+    env["FERRYMAN_EMBEDDED_DIR"] = str(folder)
+    env["FERRYMAN_LANES"] = "migrations:2"
+    if api_key:
+        env[credential_env_var(SECRET["name"], SECRET["key"])] = api_key
+    return env
+
+
+def _ferryman(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [FERRYMAN, *args], env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+
+
+def _running(folder: pathlib.Path) -> bool:
+    """A server runs on the folder: its postmaster.pid exists (a clean stop removes it)."""
+    return (folder / "postmaster.pid").exists()
+
+
+def test_a_bad_run_file_is_refused_before_any_server_starts(tmp_path: pathlib.Path) -> None:
+    folder = tmp_path / "pg"
+    path = tmp_path / "run.yaml"
+    path.write_text(RUN.format(url="http://127.0.0.1:1", page_size=0))
+    result = _ferryman("run", str(path), env=_env(folder))
+    assert result.returncode == 2, result.stderr
+    assert "spec.options.pageSize" in result.stderr
+    assert not folder.exists()  # not started, not even initialised
+
+
+@pytest.mark.slow
+def test_commands_that_start_the_server_stop_it_and_say_nothing_of_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    folder = tmp_path / "pg"
+    first = _ferryman("db", "migrate", env=_env(folder))
+    assert first.returncode == 0, first.stderr
+    assert (folder / "PG_VERSION").exists() and not _running(folder)
+    second = _ferryman("status", env=_env(folder))
+    assert second.returncode == 0 and "no runs" in second.stdout, second.stderr
+    assert not _running(folder)
+    for result in (first, second):  # INFO is the default level; pgserver's INFO is not shown
+        assert "pgserver" not in result.stderr and "psutil" not in result.stderr
+
+
+@pytest.mark.slow
+def test_the_summary_suggests_a_command_that_works_when_pasted(tmp_path: pathlib.Path) -> None:
+    folder = tmp_path / "pg"
+    with DemoCRM.start(seed=41, organizations=300, people=60, deals=10, malformed_rate=0.05) as crm:
+        path = tmp_path / "run.yaml"
+        path.write_text(RUN.format(url=crm.url, page_size=100))
+        result = _ferryman("run", str(path), env=_env(folder, crm.api_key))
+    assert result.returncode == 0, result.stderr
+    assert not _running(folder)
+    found = re.search(r"not written: `([^`]+)` lists them", result.stdout)
+    assert found, result.stdout
+    pasted = found.group(1)
+    assert pasted.endswith(" errors default/acme-crm")
+    shell_env = {k: v for k, v in os.environ.items() if not k.startswith("FERRYMAN_")}
+    listed = subprocess.run(
+        pasted, shell=True, env=shell_env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split()[:4] == ["KIND", "SOURCE_ID", "AT", "REASON"]
+    assert len(listed.stdout.splitlines()) > 1
+    assert not _running(folder)

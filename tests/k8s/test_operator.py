@@ -1,0 +1,616 @@
+"""The operator on the real control plane: ``kubectl apply`` a MigrationRun, the operator (under
+the chart's RBAC) admits it into a real PostgreSQL, two ``ferryman worker`` processes import the
+demo CRM, and ``kubectl get migrationruns`` shows it."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from migration import check_against_truth
+from tests.democrm.server_fixture import DemoCRM
+from tests.k8s import operator_bench
+from tests.k8s.operator_bench import Bench, eventually, run_manifest
+
+pytestmark = pytest.mark.k8s
+
+DATA = {"seed": 7, "organizations": 240, "people": 160, "deals": 24, "messages_per_deal": 2}
+KINDS = ("organizations", "people", "deals", "messages")
+
+
+@pytest.fixture(scope="module")
+def release(
+    controlplane: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    """The CRD, and the chart's operator RBAC in a release namespace: (namespace, kubeconfig)."""
+    operator_bench.install_crd(controlplane)
+    namespace = f"ferryman-{uuid.uuid4().hex[:6]}"
+    controlplane.kubectl("create", "namespace", namespace)
+    home = tmp_path_factory.mktemp("operator")
+    yield namespace, operator_bench.install_operator_rbac(controlplane, namespace, home)
+    controlplane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+@pytest.fixture
+def world(
+    controlplane: Any, release: tuple[str, Path], namespace: str, db_url: str, tmp_path: Path
+) -> Iterator[Bench]:
+    with operator_bench.bench(controlplane, *release, namespace, db_url, tmp_path) as bench:
+        yield bench
+
+
+@contextlib.contextmanager
+def states_of(bench: Bench, name: str) -> Iterator[list[str]]:
+    """Every state the run's watch shows, in order (kubectl get --watch -o json)."""
+    seen: list[str] = []
+    argv = [str(bench.cp.kubectl_path), "get", "mrun", "-n", bench.namespace, "--watch"]
+    argv += ["--field-selector", f"metadata.name={name}"]  # it may not exist yet
+    with subprocess.Popen(
+        [*argv, "-o", "json"],
+        env=bench.cp.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as proc:
+
+        def read() -> None:  # an object a line, or over several lines
+            pending = ""
+            for line in proc.stdout or ():
+                pending += line
+                try:
+                    document = json.loads(pending)
+                except json.JSONDecodeError:
+                    continue
+                pending = ""
+                state = (document.get("status") or {}).get("state")
+                if state and (not seen or seen[-1] != state):
+                    seen.append(state)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            yield seen
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            reader.join(10)
+
+
+def table(bench: Bench, *args: str) -> list[dict[str, str]]:
+    """``kubectl get migrationruns`` as rows of {COLUMN: cell}."""
+    text = bench.cp.kubectl("get", "migrationruns", "-n", bench.namespace, *args).stdout
+    header, *rows = text.splitlines()
+    starts = [header.index(word) for word in header.split()]
+    cut = [*starts[1:], None]
+    return [
+        {
+            header[s:e].strip() if e else header[s:].strip(): row[s:e].strip()
+            for s, e in zip(starts, cut, strict=True)
+        }
+        for row in rows
+    ]
+
+
+def test_the_example_run_goes_pending_running_succeeded_and_kubectl_shows_its_counts(
+    world: Bench, db_url: str
+) -> None:
+    with DemoCRM.start(**DATA) as crm:
+        world.secret(crm.api_key)
+        world.operator()
+        world.workers(2)
+        manifest = run_manifest("acme-crm", crm.url, example=True)
+        with states_of(world, "acme-crm") as seen:
+            world.apply(manifest)
+            final = world.wait_state("acme-crm", "Succeeded", timeout=120)
+            eventually(lambda: seen[-1:] == ["Succeeded"], 10, "the watch to see Succeeded")
+        truth = crm.truth()
+    assert seen == ["Pending", "Running", "Succeeded"]
+    check_against_truth(db_url, truth)
+    expected = sum(
+        len(set(truth[k]["ids"]) - {int(i) for i in truth[k]["malformed"]}) for k in KINDS
+    )
+    malformed = sum(len(truth[k]["malformed"]) for k in KINDS)
+    assert final["rowsWritten"] == expected and final["rowsFailed"] == malformed
+
+    [row] = table(world)
+    assert list(row) == ["NAME", "WORKSPACE", "STATE", "PHASE", "TASKS", "ROWS", "AGE"]
+    done, total = row["TASKS"].split("/")
+    assert row["NAME"] == "acme-crm" and row["WORKSPACE"] == "acme" and row["STATE"] == "Succeeded"
+    assert row["PHASE"] == "" and done == total and int(total) > 4
+    assert row["ROWS"] == str(expected)
+    [wide] = table(world, "-o", "wide")
+    assert list(wide)[-3:] == ["SKIPPED", "FAILED", "MESSAGE"]
+    assert wide["SKIPPED"] == "0" and wide["FAILED"] == str(malformed)
+    assert wide["MESSAGE"].startswith(f"succeeded: {expected} rows written, {malformed} malformed")
+
+    conditions = {c["type"]: c for c in final["conditions"]}
+    assert {k: c["status"] for k, c in conditions.items()} == {
+        "Admitted": "True",
+        "Progressing": "False",
+        "Complete": "True",
+        "Failed": "False",
+        "WorkersReady": "Unknown",
+    }
+    assert conditions["Complete"]["reason"] == "Succeeded"
+    assert final["observedGeneration"] == 1 and final["startedAt"] and final["finishedAt"]
+    reasons = world.reasons("acme-crm")
+    assert reasons[0] == "Admitted" and reasons[-1] == "Succeeded"
+    assert "PhaseStarted" in reasons  # a phase shorter than a status refresh may have none
+
+
+# -- admission: queue, reject ---------------------------------------------------------------
+
+SLOW = {"seed": 3, "organizations": 1200, "people": 0, "deals": 0, "latency_ms": 250}
+ORGS = {"kinds": ["organizations"], "options": {"pageSize": 50, "stripes": 2}}
+
+
+@pytest.mark.slow
+def test_a_second_run_waits_queued_then_runs_by_itself_and_a_reject_one_fails(world: Bench) -> None:
+    with DemoCRM.start(**SLOW) as crm:
+        world.secret(crm.api_key)
+        world.operator()
+        world.workers(2)
+        world.apply(run_manifest("first", crm.url, **ORGS))
+        world.wait_state("first", "Running")
+        world.apply(run_manifest("second", crm.url, **ORGS))
+        world.apply(run_manifest("third", crm.url, conflictPolicy="Reject", **ORGS))
+        queued = world.wait_state("second", "Queued", timeout=20)
+        refused = world.wait_state("third", "Failed", timeout=20)
+        assert world.status("first")["state"] == "Running"
+        admitted = {c["type"]: c for c in queued["conditions"]}["Admitted"]
+        assert (admitted["status"], admitted["reason"]) == ("False", "WorkspaceBusy")
+        assert f"{world.namespace}/first" in admitted["message"]
+        assert f"{world.namespace}/first" in queued["message"]
+        failed = {c["type"]: c for c in refused["conditions"]}["Failed"]
+        assert failed["status"] == "True" and "conflictPolicy is Reject" in failed["message"]
+        assert "Refused" in world.reasons("third") and "Queued" in world.reasons("second")
+
+        world.wait_state("first", "Succeeded", timeout=120)
+        world.wait_state("second", "Succeeded", timeout=120)
+        assert world.status("third")["state"] == "Failed"  # refused stays refused
+    assert world.reasons("second")[:2] == ["Queued", "Admitted"]
+
+
+# -- suspend, resume, cancel, retry, TTL ------------------------------------------------------
+
+
+def test_suspend_stops_progress_and_resume_continues_it(world: Bench) -> None:
+    with DemoCRM.start(**SLOW) as crm:
+        world.secret(crm.api_key)
+        world.operator()
+        world.workers(2)
+        world.apply(run_manifest("paused", crm.url, **ORGS))
+        eventually(lambda: world.status("paused").get("rowsWritten", 0) > 0, 60, "some rows")
+        world.cp.kubectl(
+            "patch",
+            "mrun",
+            "paused",
+            "-n",
+            world.namespace,
+            "--type=merge",
+            "-p",
+            '{"spec":{"suspend":true}}',
+        )
+
+        def suspended() -> dict[str, Any] | None:
+            found = world.status("paused")
+            kinds = {c["type"]: c for c in found.get("conditions", [])}
+            return found if kinds["Progressing"]["reason"] == "Suspended" else None
+
+        eventually(suspended, 20, "Progressing=False/Suspended")
+        import time
+
+        time.sleep(2)  # running tasks stop at their next window
+        held = world.status("paused")["rowsWritten"]
+        time.sleep(3)
+        assert world.status("paused")["rowsWritten"] == held
+        assert world.status("paused")["state"] == "Running"
+        world.cp.kubectl(
+            "patch",
+            "mrun",
+            "paused",
+            "-n",
+            world.namespace,
+            "--type=merge",
+            "-p",
+            '{"spec":{"suspend":false}}',
+        )
+        final = world.wait_state("paused", "Succeeded", timeout=120)
+        assert final["rowsWritten"] > held
+    reasons = world.reasons("paused")
+    assert reasons.index("Suspended") < reasons.index("Resumed") < reasons.index("Succeeded")
+
+
+def test_deleting_a_live_run_cancels_it_and_the_object_goes_away(world: Bench, db_url: str) -> None:
+    from ferryman_worker import contract
+
+    with DemoCRM.start(**SLOW) as crm:
+        world.secret(crm.api_key)
+        world.operator()
+        world.workers(2)
+        world.apply(run_manifest("doomed", crm.url, **ORGS))
+        eventually(lambda: world.status("doomed").get("rowsWritten", 0) > 0, 60, "some rows")
+        world.cp.kubectl("delete", "mrun", "doomed", "-n", world.namespace, "--timeout=30s")
+        gone = world.cp.kubectl("get", "mrun", "doomed", "-n", world.namespace, check=False)
+        assert gone.returncode != 0 and "NotFound" in gone.stderr
+        with contract.connect(db_url) as conn:
+            [run] = contract.progress(conn)
+        assert run.state is contract.RunState.CANCELLED and run.rows_written > 0
+        assert run.name == f"{world.namespace}/doomed@{run.id}"  # the name is free again
+
+        world.apply(run_manifest("doomed", crm.url, **ORGS))  # the same name: a new run
+        again = world.wait_state("doomed", "Running", timeout=20)
+        admitted = {c["type"]: c for c in again["conditions"]}["Admitted"]
+        assert (
+            admitted["message"].startswith("admitted as run ")
+            and str(run.id) not in admitted["message"]
+        )
+
+
+def test_a_run_deleted_while_the_operator_is_down_goes_when_it_returns(world: Bench) -> None:
+    with DemoCRM.start(seed=13, organizations=100, people=0, deals=0) as crm:
+        world.secret(crm.api_key)
+        operator = world.operator()
+        world.workers(1)
+        world.apply(run_manifest("orphan", crm.url, kinds=["organizations"]))
+        world.wait_state("orphan", "Succeeded", timeout=60)
+        assert operator.terminate() == 0
+        world.cp.kubectl("delete", "mrun", "orphan", "-n", world.namespace, "--wait=false")
+        stuck = world.get("orphan")
+        assert stuck["metadata"]["deletionTimestamp"]
+        assert stuck["metadata"]["finalizers"] == ["ferryman.dev/cancel-run"]
+        world.operator()
+
+        def gone() -> bool:
+            result = world.cp.kubectl("get", "mrun", "orphan", "-n", world.namespace, check=False)
+            return result.returncode != 0
+
+        eventually(gone, 30, "the run to go once the operator is back")
+
+
+def test_retry_by_annotation_reopens_a_failed_run_once_the_secret_is_right(world: Bench) -> None:
+    with DemoCRM.start(seed=5, organizations=300, people=100, deals=0) as crm:
+        world.secret("wrong-token")
+        world.operator()
+        world.workers(2)
+        world.apply(run_manifest("unlucky", crm.url, kinds=["organizations", "people"]))
+        failed = world.wait_state("unlucky", "Failed", timeout=90)
+        assert "401" in failed["message"] or "refused" in failed["message"], failed["message"]
+        assert "Failed" in world.reasons("unlucky")
+
+        world.secret(crm.api_key)
+        world.cp.kubectl(
+            "annotate", "mrun", "unlucky", "-n", world.namespace, "ferryman.dev/retry=1"
+        )
+        taken = lambda: world.status("unlucky").get("lastRetry") == "1"  # noqa: E731
+        eventually(taken, 30, "the retry to be taken")
+        final = world.wait_state("unlucky", "Succeeded", timeout=90)
+    assert final["lastRetry"] == "1"
+    assert {c["type"]: c["status"] for c in final["conditions"]}["Failed"] == "False"
+    assert "Retried" in world.reasons("unlucky")
+
+
+def test_a_finished_run_is_deleted_after_ttl_seconds(world: Bench) -> None:
+    with DemoCRM.start(seed=9, organizations=100, people=0, deals=0) as crm:
+        world.secret(crm.api_key)
+        world.operator()
+        world.workers(1)
+        world.apply(
+            run_manifest("brief", crm.url, kinds=["organizations"], ttlSecondsAfterFinished=2)
+        )
+        world.wait_state("brief", "Succeeded", timeout=60)
+
+        def gone() -> bool:
+            return (
+                world.cp.kubectl(
+                    "get", "mrun", "brief", "-n", world.namespace, check=False
+                ).returncode
+                != 0
+            )
+
+        eventually(gone, 20, "the run to be deleted after its TTL")
+
+
+# -- only one operator acts; SIGKILL ------------------------------------------------------------
+
+
+def healthz(process: Any) -> int:
+    try:
+        return httpx.get(f"http://127.0.0.1:{process.port}/healthz", timeout=5).status_code
+    except httpx.HTTPError:
+        return 0
+
+
+@pytest.mark.slow
+def test_two_operators_one_acts_and_the_other_takes_over_after_a_sigkill(
+    world: Bench, db_url: str
+) -> None:
+    with DemoCRM.start(**SLOW) as crm:
+        world.secret(crm.api_key)
+        first = world.operator()
+        second = world.operator(wait=False)
+        world.workers(2)
+        for name in ("left", "right"):
+            world.apply(run_manifest(name, crm.url, **ORGS))
+        eventually(
+            lambda: (
+                {world.status(n).get("state") for n in ("left", "right")} == {"Running", "Queued"}
+            ),
+            20,
+            "one Running, one Queued",
+        )
+        assert world.leader() == first.identity  # type: ignore[attr-defined]
+        assert "Handler" not in second.output() and "Timer" not in second.output()
+        assert healthz(first) == 200
+        eventually(lambda: "waiting for Lease" in second.output(), 30, "the standby to wait")
+        assert healthz(second) == 200  # a standby is alive to its probes too
+
+        first.kill()  # SIGKILL: no release of the Lease, no goodbye
+        world.wait_leader(second, timeout=30)
+        eventually(lambda: healthz(second) == 200, 10, "kopf's liveness endpoint")
+        for name in ("left", "right"):
+            world.wait_state(name, "Succeeded", timeout=180)
+        truth = crm.truth()
+    check_against_truth(db_url, truth, kinds=("organizations",))
+    from ferryman_worker import contract
+
+    with contract.connect(db_url) as conn:
+        names = sorted(p.name for p in contract.progress(conn))
+    assert names == [f"{world.namespace}/left", f"{world.namespace}/right"]
+
+
+def test_an_operator_killed_right_after_an_apply_admits_the_run_once_when_restarted(
+    world: Bench, db_url: str
+) -> None:
+    with DemoCRM.start(seed=11, organizations=400, people=0, deals=0) as crm:
+        world.secret(crm.api_key)
+        first = world.operator()
+        world.workers(2)
+        world.apply(run_manifest("abrupt", crm.url, kinds=["organizations"]))
+        import time
+
+        time.sleep(0.3)
+        first.kill()
+        world.operator(wait=True)
+        world.wait_state("abrupt", "Succeeded", timeout=90)
+        truth = crm.truth()
+    check_against_truth(db_url, truth, kinds=("organizations",))
+
+
+# -- robustness: the database goes away ---------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_operator_survives_a_database_outage_and_recovers_by_itself(
+    world: Bench, db_url: str, tmp_path: Path
+) -> None:
+    proxy = operator_bench.SocketProxy(db_url, tmp_path / "proxy")
+    with DemoCRM.start(**SLOW) as crm:
+        world.secret(crm.api_key)
+        operator = world.operator(FERRYMAN_DATABASE_URL=proxy.url)
+        world.workers(2)  # straight to the database: only the operator loses it
+        world.apply(run_manifest("steady", crm.url, **ORGS))
+        eventually(lambda: world.status("steady").get("rowsWritten", 0) > 0, 60, "some rows")
+        proxy.cut()
+
+        def unavailable() -> dict[str, Any] | None:
+            found = world.status("steady")
+            kinds = {c["type"]: c for c in found.get("conditions", [])}
+            return found if kinds["Progressing"]["reason"] == "DatabaseUnavailable" else None
+
+        down = eventually(unavailable, 20, "Progressing=Unknown/DatabaseUnavailable")
+        assert down["state"] == "Running" and "PostgreSQL" in down["message"]
+        assert "DatabaseUnavailable" in world.reasons("steady")
+        import time
+
+        time.sleep(3)
+        assert operator.alive()
+        proxy.restore()
+        final = world.wait_state("steady", "Succeeded", timeout=120)
+    kinds = {c["type"]: c for c in final["conditions"]}
+    assert kinds["Progressing"]["reason"] == "Succeeded" and operator.alive()
+    proxy.cut()
+
+
+# -- sizing the workers from the pool spec ------------------------------------------------------
+
+
+def pool_objects(namespace: str, lanes: str, replicas: int) -> list[dict[str, Any]]:
+    labels = {"ferryman.dev/workers": "ferryman", "app": "ferryman-worker"}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "ferryman-pool",
+                "namespace": namespace,
+                "labels": {"ferryman.dev/pool-spec": "ferryman"},
+            },
+            "data": {"lanes": lanes, "replicas": str(replicas)},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "ferryman-worker", "namespace": namespace, "labels": labels},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "ferryman-worker"}},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "worker",
+                                "image": "localhost/ferryman:test",
+                                "env": [{"name": "FERRYMAN_LANES", "value": "migrations:1"}],
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    ]
+
+
+def test_an_over_budget_pool_spec_changes_nothing_then_a_fitting_one_is_written_once(
+    world: Bench, db_url: str
+) -> None:
+    from ferryman_worker import contract
+
+    with contract.connect(db_url) as conn:
+        budget = contract.connection_budget(conn)
+    ns = world.release_ns
+    over, deployment = pool_objects(ns, "migrations:4,default:2", budget.available)
+    world.cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [over, deployment]}),
+    )
+    try:
+        world.operator()
+        world.apply(
+            run_manifest("waiting", "http://127.0.0.1:9", kinds=["organizations"], suspend=True)
+        )
+
+        def workers_ready(status: str) -> dict[str, Any] | None:
+            found = world.status("waiting")
+            kinds = {c["type"]: c for c in found.get("conditions", [])}
+            ready = kinds.get("WorkersReady", {})
+            return ready if ready.get("status") == status else None
+
+        refused = eventually(lambda: workers_ready("False"), 30, "WorkersReady=False")
+        assert refused["reason"] == "OverConnectionBudget"
+        assert f"{budget.available} replicas x 10 connections + 6" in refused["message"]
+        assert f"max_connections {budget.max_connections}" in refused["message"]
+        stored = world.cp.kubectl_json("get", "deployment", "ferryman-worker", "-n", ns)
+        assert stored["metadata"]["generation"] == 1 and stored["spec"]["replicas"] == 0
+        warnings = world.cp.kubectl_json(
+            "get", "events", "-n", ns, "--field-selector", "involvedObject.name=ferryman-worker"
+        )
+        assert [e["reason"] for e in warnings["items"] if e["type"] == "Warning"] == [
+            "OverConnectionBudget"
+        ]
+
+        fitting, _ = pool_objects(ns, "migrations:3,default:1", 1)
+        world.cp.kubectl("apply", "-f", "-", input=json.dumps(fitting))
+        eventually(lambda: workers_ready("True"), 30, "WorkersReady=True")
+
+        def rewritten() -> dict[str, Any] | None:
+            found = world.cp.kubectl_json("get", "deployment", "ferryman-worker", "-n", ns)
+            return found if found["spec"]["replicas"] == 1 else None
+
+        written = eventually(rewritten, 30, "the Deployment to be resized")
+        [container] = written["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env == {"FERRYMAN_LANES": "migrations:3,default:1", "FERRYMAN_POOL_SIZE": "8"}
+        digest = hashlib.sha256(b"lanes=migrations:3,default:1;poolSize=8").hexdigest()[:16]
+        assert (
+            written["spec"]["template"]["metadata"]["annotations"]["ferryman.dev/pool-spec-hash"]
+            == digest
+        )
+        import time
+
+        time.sleep(4)  # four more checks: nothing more is written
+        again = world.cp.kubectl_json("get", "deployment", "ferryman-worker", "-n", ns)
+        assert again["metadata"]["generation"] == written["metadata"]["generation"]
+
+        narrower, _ = pool_objects(ns, "migrations:2", 1)  # a changed lanes string
+        world.cp.kubectl("apply", "-f", "-", input=json.dumps(narrower))
+
+        def relaned() -> dict[str, Any] | None:
+            found = world.cp.kubectl_json("get", "deployment", "ferryman-worker", "-n", ns)
+            env = {
+                e["name"]: e["value"]
+                for e in found["spec"]["template"]["spec"]["containers"][0]["env"]
+            }
+            return found if env["FERRYMAN_LANES"] == "migrations:2" else None
+
+        changed = eventually(relaned, 30, "the new lanes in the Deployment")
+        time.sleep(4)
+        settled = world.cp.kubectl_json("get", "deployment", "ferryman-worker", "-n", ns)
+        assert (
+            settled["metadata"]["generation"]
+            == changed["metadata"]["generation"]
+            == again["metadata"]["generation"] + 1
+        )
+        env = {
+            e["name"]: e["value"]
+            for e in settled["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        assert env["FERRYMAN_POOL_SIZE"] == "6"
+    finally:
+        world.cp.kubectl(
+            "delete",
+            "configmap,deployment",
+            "-l",
+            "ferryman.dev/workers=ferryman",
+            "-n",
+            ns,
+            check=False,
+        )
+        world.cp.kubectl("delete", "configmap", "ferryman-pool", "-n", ns, check=False)
+
+
+# -- the API server restarts ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_operator_carries_on_across_an_api_server_restart(
+    start_controlplane: Any, db_url: str, tmp_path: Path
+) -> None:
+    """On a control plane of its own (its API server is stopped and started again)."""
+    with start_controlplane(
+        tmp_path / "plane", "--no-controller-manager", "--watch-pid", str(os.getpid())
+    ) as cp:
+        operator_bench.install_crd(cp)
+        cp.kubectl("create", "namespace", "ferryman-system")
+        cp.kubectl("create", "namespace", "runs")
+        kubeconfig = operator_bench.install_operator_rbac(cp, "ferryman-system", tmp_path)
+        with (
+            operator_bench.bench(
+                cp, "ferryman-system", kubeconfig, "runs", db_url, tmp_path
+            ) as world,
+            DemoCRM.start(**SLOW) as crm,
+        ):
+            world.secret(crm.api_key)
+            operator = world.operator()
+            world.workers(2)
+            world.apply(run_manifest("before", crm.url, **ORGS))
+            world.wait_state("before", "Running", timeout=30)
+            operator_bench.restart_apiserver(cp, down_for=3)
+            world.apply(run_manifest("after", crm.url, workspace="globex", **ORGS))
+            world.wait_state("after", "Running", timeout=60)  # watches resumed
+            world.wait_state("before", "Succeeded", timeout=120)  # status patches resumed
+            world.wait_state("after", "Succeeded", timeout=120)
+            assert operator.alive()
+
+
+def test_a_run_whose_source_fails_shows_the_retrying_line_then_recovers(world: Bench) -> None:
+    with DemoCRM.start(seed=17, organizations=200, people=0, deals=0, error_rate=1.0) as crm:
+        world.secret(crm.api_key)
+        world.operator()
+        world.workers(1)
+        world.apply(run_manifest("flaky", crm.url, kinds=["organizations"]))
+
+        def retrying() -> dict[str, Any] | None:
+            found = world.status("flaky")
+            kinds = {c["type"]: c for c in found.get("conditions", [])}
+            return found if kinds.get("Progressing", {}).get("reason") == "Retrying" else None
+
+        shown = eventually(retrying, 60, "Progressing=True/Retrying")
+        assert shown["message"].startswith("retrying ") and "task(s)" in shown["message"]
+        [row] = table(world, "-o", "wide")
+        assert row["MESSAGE"].startswith("retrying ")
+        crm.configure(error_rate=0.0)
+        world.wait_state("flaky", "Succeeded", timeout=120)

@@ -1,0 +1,67 @@
+"""The chart's operator RBAC (templates/operator-rbac.yaml) grants what the operator needs and
+nothing more: runs in every namespace, the Lease, pool spec and worker Deployment in its own
+namespace only, no Secrets. (That it is enough is what test_operator.py shows: every operator
+there runs under exactly this RBAC.)"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.k8s import operator_bench
+
+pytestmark = pytest.mark.k8s
+
+
+@pytest.fixture(scope="module")
+def release(controlplane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    operator_bench.install_crd(controlplane)
+    namespace = f"rbac-{uuid.uuid4().hex[:6]}"
+    controlplane.kubectl("create", "namespace", namespace)
+    operator_bench.install_operator_rbac(controlplane, namespace, tmp_path_factory.mktemp("rbac"))
+    yield namespace
+    controlplane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+@pytest.mark.parametrize(
+    ("verb", "resource", "where", "allowed"),
+    [
+        ("watch", "migrationruns.ferryman.dev", "--all-namespaces", True),
+        ("patch", "migrationruns.ferryman.dev/status", "-n=elsewhere", True),
+        ("delete", "migrationruns.ferryman.dev", "-n=elsewhere", True),
+        ("create", "migrationruns.ferryman.dev", "-n=elsewhere", False),
+        ("create", "events", "-n=elsewhere", True),
+        ("update", "leases/ferryman-operator", "-n=RELEASE", True),
+        ("update", "leases/someone-elses", "-n=RELEASE", False),
+        ("create", "leases", "-n=elsewhere", False),
+        ("list", "configmaps", "-n=RELEASE", True),
+        ("list", "configmaps", "-n=elsewhere", False),
+        ("patch", "deployments.apps", "-n=RELEASE", True),
+        ("patch", "deployments.apps", "-n=elsewhere", False),
+        ("get", "secrets", "-n=RELEASE", False),
+        ("list", "secrets", "--all-namespaces", False),
+        ("list", "customresourcedefinitions.apiextensions.k8s.io", "", False),
+    ],
+)
+def test_the_operator_may_do_only_what_it_needs(
+    controlplane: Any, release: str, verb: str, resource: str, where: str, allowed: bool
+) -> None:
+    subject = f"system:serviceaccount:{release}:{operator_bench.SERVICE_ACCOUNT}"
+    scope = [where.replace("RELEASE", release)] if where else []
+    answer = controlplane.kubectl(
+        "auth", "can-i", verb, resource, *scope, "--as", subject, check=False
+    )
+    assert answer.stdout.strip() == ("yes" if allowed else "no"), answer.stderr
+
+
+def test_every_rule_says_why(tmp_path: Path) -> None:
+    text = (operator_bench.CHART / "templates" / "operator-rbac.yaml").read_text()
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if line.strip().startswith("- apiGroups:"):
+            assert lines[number - 1].strip().startswith("#"), (
+                f"rule at line {number + 1} has no comment"
+            )

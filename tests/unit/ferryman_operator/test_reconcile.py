@@ -1,0 +1,271 @@
+"""The operator's decisions, without a cluster: conditions, status, events, admission order,
+suspend/retry/TTL, and the pool spec's sizing."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+from typing import Any
+
+import pytest
+
+from ferryman_operator.errors import PoolSpecError
+from ferryman_operator.reconcile import admission, conditions, events, lifecycle, pool, status
+from ferryman_operator.reconcile.admission import Candidate
+from ferryman_operator.reconcile.conditions import Wanted
+from ferryman_operator.reconcile.status import Observation, Refusal
+from ferryman_worker.contract import ConnectionBudget, RunProgress, RunState
+
+T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
+T1 = T0 + datetime.timedelta(seconds=30)
+WORKERS = Wanted("WorkersReady", "True", "PoolSpecApplied", "fits")
+
+
+def progress(**changes: Any) -> RunProgress:
+    base = RunProgress(
+        id=7,
+        name="ns/acme-crm",
+        workspace="acme",
+        state=RunState.RUNNING,
+        suspended=False,
+        phase="organizations",
+        phase_index=0,
+        phases=3,
+        tasks_done=2,
+        tasks_total=8,
+        tasks_running=4,
+        tasks_failed=0,
+        rows_written=900,
+        rows_skipped=0,
+        rows_failed=3,
+        started_at=T0,
+        finished_at=None,
+        error=None,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def by_type(found: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in found["conditions"]}
+
+
+# -- conditions -----------------------------------------------------------------------------
+
+
+def test_last_transition_time_moves_only_when_the_status_changes() -> None:
+    first = conditions.merge([], [Wanted("Progressing", "True", "Running", "a")], T0, 1)
+    same = conditions.merge(first, [Wanted("Progressing", "True", "Retrying", "b")], T1, 2)
+    assert same[0]["lastTransitionTime"] == "2026-12-01T12:00:00Z"
+    assert same[0]["reason"] == "Retrying" and same[0]["observedGeneration"] == 2
+    moved = conditions.merge(same, [Wanted("Progressing", "False", "Suspended")], T1, 2)
+    assert moved[0]["lastTransitionTime"] == "2026-12-01T12:00:30Z"
+
+
+def test_a_condition_another_writer_set_is_kept() -> None:
+    theirs = {
+        "type": "Audited",
+        "status": "True",
+        "reason": "Checked",
+        "message": "",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+    merged = conditions.merge([theirs], [Wanted("Admitted", "True", "Admitted")], T0, 1)
+    assert [c["type"] for c in merged] == ["Admitted", "Audited"] and merged[1] == theirs
+
+
+# -- status -----------------------------------------------------------------------------------
+
+
+def test_a_running_run_shows_its_aggregate_and_conditions() -> None:
+    found = status.compute({}, Observation(WORKERS, progress=progress()), 1, T0)
+    assert found["state"] == "Running" and found["phase"] == "organizations"
+    assert found["tasksSummary"] == "2/8" and found["rowsWritten"] == 900
+    assert found["startedAt"] == "2026-12-01T12:00:00Z" and found["finishedAt"] is None
+    kinds = by_type(found)
+    assert kinds["Admitted"]["status"] == "True" and kinds["Progressing"]["reason"] == "Running"
+    assert kinds["Complete"]["status"] == "False" and kinds["Failed"]["status"] == "False"
+    assert kinds["WorkersReady"]["reason"] == "PoolSpecApplied"
+    assert found["message"].startswith("phase organizations (1 of 3): 2/8 tasks done")
+
+
+def test_a_queued_run_names_the_live_run_in_its_condition_and_message() -> None:
+    waiting = admission.busy_message("acme", "ns/first")
+    found = status.compute({}, Observation(WORKERS, waiting=waiting), 1, T0)
+    assert found["state"] == "Queued"
+    admitted = by_type(found)["Admitted"]
+    assert (admitted["status"], admitted["reason"]) == ("False", "WorkspaceBusy")
+    assert "ns/first" in admitted["message"] and found["message"] == admitted["message"]
+
+
+def test_a_failed_run_carries_its_error_and_a_retrying_one_its_line() -> None:
+    failed = progress(state=RunState.FAILED, finished_at=T1, error="source said 401")
+    found = status.compute({}, Observation(WORKERS, progress=failed), 1, T1)
+    assert found["state"] == "Failed" and by_type(found)["Failed"]["reason"] == "RunFailed"
+    assert "source said 401" in found["message"]
+    line = "retrying 2 task(s); the latest (people task 9, attempt 1 of 5) failed: 503"
+    retrying = status.compute({}, Observation(WORKERS, progress=progress(), retrying=line), 1, T0)
+    assert by_type(retrying)["Progressing"]["reason"] == "Retrying"
+    assert retrying["message"] == line
+
+
+def test_a_database_outage_keeps_the_last_counts_and_says_so() -> None:
+    before = status.compute({}, Observation(WORKERS, progress=progress()), 1, T0)
+    found = status.compute(before, Observation(WORKERS, database_error="connection refused"), 1, T1)
+    assert found["state"] == "Running" and found["rowsWritten"] == 900
+    kinds = by_type(found)
+    assert (kinds["Progressing"]["status"], kinds["Progressing"]["reason"]) == (
+        "Unknown",
+        "DatabaseUnavailable",
+    )
+    assert kinds["Admitted"] == by_type(before)["Admitted"]
+    assert "connection refused" in found["message"]
+
+
+def test_a_refused_run_is_failed_and_not_admitted() -> None:
+    refusal = Refusal("WorkspaceBusy", admission.reject_message("acme", "ns/first"))
+    found = status.compute({}, Observation(WORKERS, refused=refusal), 1, T0)
+    assert found["state"] == "Failed"
+    kinds = by_type(found)
+    assert kinds["Admitted"]["status"] == "False" and kinds["Failed"]["status"] == "True"
+    assert "conflictPolicy is Reject" in found["message"]
+
+
+# -- events -----------------------------------------------------------------------------------
+
+
+def test_events_are_said_once_on_each_transition() -> None:
+    queued = status.compute({}, Observation(WORKERS, waiting="busy"), 1, T0)
+    assert [e.reason for e in events.between({}, queued)] == ["Queued"]
+    assert events.between(queued, queued) == []
+    running = status.compute(queued, Observation(WORKERS, progress=progress()), 1, T0)
+    assert [e.reason for e in events.between(queued, running)] == ["Admitted", "PhaseStarted"]
+    suspended = status.compute(
+        running, Observation(WORKERS, progress=progress(suspended=True)), 1, T1
+    )
+    assert [e.reason for e in events.between(running, suspended)] == ["Suspended"]
+    resumed = status.compute(suspended, Observation(WORKERS, progress=progress()), 1, T1)
+    assert [e.reason for e in events.between(suspended, resumed)] == ["Resumed"]
+    failed = status.compute(
+        resumed, Observation(WORKERS, progress=progress(state=RunState.FAILED, error="boom")), 1, T1
+    )
+    [event] = events.between(resumed, failed)
+    assert (event.type, event.reason) == ("Warning", "Failed") and "boom" in event.message
+
+
+# -- admission order, lifecycle ----------------------------------------------------------------
+
+
+def test_the_oldest_waiting_run_of_a_workspace_goes_first() -> None:
+    old = Candidate("2026-12-01T10:00:00Z", "a/old", "acme", "Queued")
+    new = Candidate("2026-12-01T11:00:00Z", "b/new", "acme", "Pending")
+    other = Candidate("2026-12-01T09:00:00Z", "c/other", "globex", "Queued")
+    done = Candidate("2026-12-01T08:00:00Z", "c/done", "acme", "Succeeded")
+    assert admission.ahead_of(new, [old, new, other, done]) == old
+    assert admission.ahead_of(old, [old, new, other, done]) is None
+    deleting = dataclasses.replace(old, deleting=True)
+    assert admission.ahead_of(new, [deleting, new]) is None
+
+
+def test_suspend_resume_retry_and_ttl() -> None:
+    assert lifecycle.suspension(True, running=True, suspended=False) == "suspend"
+    assert lifecycle.suspension(False, running=True, suspended=True) == "resume"
+    assert lifecycle.suspension(True, running=False, suspended=False) is None
+    assert lifecycle.suspension(True, running=True, suspended=True) is None
+    assert lifecycle.retry_requested("1", None) and not lifecycle.retry_requested("1", "1")
+    assert not lifecycle.retry_requested(None, None)
+    assert lifecycle.ttl_left(60, T0, T1) == 30 and lifecycle.ttl_left(None, T0, T1) is None
+
+
+# -- pool spec --------------------------------------------------------------------------------
+
+BUDGET = ConnectionBudget(max_connections=40, superuser_reserved=3, reserved=0)
+
+
+def test_a_pool_spec_that_fits_derives_the_pool_size_from_the_worker_rule() -> None:
+    spec = pool.parse({"lanes": " migrations:4,default:2 ", "replicas": "2"})
+    sizing = pool.size(spec, BUDGET)
+    assert sizing.fits and sizing.pool_size == 4 + 2 + 4 and sizing.migrations_width == 4
+    assert sizing.condition.status == "True"
+    assert "2 replicas x 10 connections + 6" in sizing.message
+
+
+def test_an_over_budget_pool_spec_says_why_in_numbers() -> None:
+    spec = pool.parse({"lanes": "migrations:8", "replicas": "3", "operatorConnections": "1"})
+    sizing = pool.size(spec, BUDGET)
+    assert not sizing.fits and sizing.reason == "OverConnectionBudget"
+    assert sizing.message.startswith(
+        "3 replicas x 12 connections + 5 (operator 1, reaper 2, headroom 2) = 41 exceed the 37 "
+        "that max_connections 40 - 3 reserved leaves"
+    )
+    assert pool.deployment_patch({}, sizing) is None
+
+
+def test_a_pool_size_below_the_worker_rule_is_refused_with_the_workers_words() -> None:
+    sizing = pool.size(
+        pool.parse({"lanes": "migrations:4", "replicas": "1", "poolSize": "5"}), BUDGET
+    )
+    assert not sizing.fits and sizing.reason == "InvalidPoolSpec"
+    assert "FERRYMAN_POOL_SIZE" in sizing.message and "at least 8" in sizing.message
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ({"replicas": "1"}, "lanes is missing"),
+        ({"lanes": "migrations:2"}, "replicas is missing"),
+        ({"lanes": "migrations:2", "replicas": "two"}, "replicas is 'two', not a whole number"),
+        ({"lanes": "migrations:2", "replicas": "1", "headroomConnections": "-1"}, "at least 0"),
+    ],
+)
+def test_a_malformed_pool_spec_names_the_key(data: dict[str, str], fragment: str) -> None:
+    with pytest.raises(PoolSpecError, match=fragment):
+        pool.parse(data)
+
+
+def test_the_deployment_patch_is_written_once_then_nothing() -> None:
+    sizing = pool.size(pool.parse({"lanes": "migrations:2", "replicas": "2"}), BUDGET)
+    deployment: dict[str, Any] = {
+        "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "worker"}]}}}
+    }
+    patch = pool.deployment_patch(deployment, sizing)
+    digest = hashlib.sha256(b"lanes=migrations:2;poolSize=6").hexdigest()[:16]
+    assert patch == {
+        "spec": {
+            "replicas": 2,
+            "template": {
+                "metadata": {"annotations": {"ferryman.dev/pool-spec-hash": digest}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "env": [
+                                {"name": "FERRYMAN_LANES", "value": "migrations:2"},
+                                {"name": "FERRYMAN_POOL_SIZE", "value": "6"},
+                            ],
+                        }
+                    ]
+                },
+            },
+        }
+    }
+    applied = {
+        "spec": {
+            "replicas": 2,
+            "template": {
+                "metadata": {"annotations": {"ferryman.dev/pool-spec-hash": digest}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "env": [
+                                {"name": "FERRYMAN_LANES", "value": "migrations:2"},
+                                {"name": "FERRYMAN_POOL_SIZE", "value": "6"},
+                            ],
+                        }
+                    ]
+                },
+            },
+        }
+    }
+    assert pool.deployment_patch(applied, sizing) is None
