@@ -1,4 +1,7 @@
-"""kube-controller-manager runs the controllers the operator relies on; no pod ever runs."""
+"""kube-controller-manager runs the controllers the operator relies on.
+
+The pods made here select a node that does not exist, so they stay Pending (and no image is ever
+pulled) whether or not the session has added a node (`node` fixture) before these tests run."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ import pytest
 
 pytestmark = pytest.mark.k8s
 
+NOWHERE = {"ferryman.dev/test-node": "none"}  # a nodeSelector no node matches
+
 DEPLOYMENT = {
     "apiVersion": "apps/v1",
     "kind": "Deployment",
@@ -18,7 +23,10 @@ DEPLOYMENT = {
         "selector": {"matchLabels": {"app": "web"}},
         "template": {
             "metadata": {"labels": {"app": "web"}},
-            "spec": {"containers": [{"name": "web", "image": "registry.example/web:1"}]},
+            "spec": {
+                "nodeSelector": NOWHERE,
+                "containers": [{"name": "web", "image": "registry.example/web:1"}],
+            },
         },
     },
 }
@@ -34,6 +42,7 @@ CRONJOB = {
                 "template": {
                     "spec": {
                         "restartPolicy": "Never",
+                        "nodeSelector": NOWHERE,
                         "containers": [{"name": "tick", "image": "registry.example/tick:1"}],
                     }
                 }
@@ -74,7 +83,7 @@ def test_a_deployment_gets_a_replicaset_and_pending_pods_that_the_gc_removes(
     [replicaset] = wait_for(replicasets)
     wait_for(lambda: len(owned_by(items(controlplane, "pods", namespace), replicaset)) == 2)
     for pod in items(controlplane, "pods", namespace):
-        assert pod["status"]["phase"] == "Pending"  # no scheduler, no kubelet
+        assert pod["status"]["phase"] == "Pending"  # no node it may run on
         assert "nodeName" not in pod["spec"]
 
     controlplane.kubectl("delete", "deployment", "web", "-n", namespace)
