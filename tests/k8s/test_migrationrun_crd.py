@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from tests.k8s import operator_bench
 
+from ferryman_worker.runspec import RunOptions
+
 pytestmark = pytest.mark.k8s
 
 RUN: dict[str, Any] = {
@@ -185,13 +187,9 @@ def test_defaults_come_from_the_models_and_status_starts_pending(
 ) -> None:
     controlplane.kubectl("apply", "-n", crd, "-f", "-", input=json.dumps(RUN))
     stored = controlplane.kubectl_json("get", "mrun", "bounded", "-n", crd)
-    assert stored["spec"]["options"] == {
-        "stripes": 4,
-        "pageSize": 500,
-        "windowSize": 25,
-        "fetchThreads": 4,
-        "dealsPerTask": 10,
-    }
+    # the API server fills in exactly the models' defaults (maxInFlight has none: null)
+    assert stored["spec"]["options"] == RunOptions().model_dump(by_alias=True, exclude_none=True)
+    assert stored["spec"]["options"]["windowSize"] == 50
     assert stored["spec"]["suspend"] is False and stored["spec"]["conflictPolicy"] == "Queue"
     assert stored["spec"]["source"]["credentialsSecretRef"]["key"] == "token"
     assert stored["status"]["state"] == "Pending"
