@@ -7,8 +7,12 @@ bulk_enqueue_per_s, drain_per_s_1, drain_per_s_4, wake_p50_ms, wake_p95_ms, wake
 batch_overhead_pct (10,000 no-op jobs in one batch vs not, drained by a lane of 1, in alternating
 rounds: the median of the rounds' CPU per job, the worker's and its database sessions', with its
 standard error and the rounds' range beside it; batch_overhead_db_pct: the sessions' alone),
-and claims_per_job_16_threads (single jobs at 300/s on a lane of 16 threads: ferryman_claim calls
-per job).
+claims_per_job_16_threads (single jobs at 300/s on a lane of 16 threads: ferryman_claim calls
+per job), and metrics_overhead_pct (10,000 no-op jobs drained by a lane of 4 with the worker's
+Prometheus metrics recording, and scraped every 5 s (each scrape past the queue depths' cache, so
+each reads the database; Prometheus scrapes every 15 to 60 s), vs off, in alternating rounds: the
+median of the rounds' differences in CPU per job, the worker's and its database sessions', as
+for the batch overhead; metrics_overhead_wall_pct: of the drain time; load_avg_1m beside them).
 
 With --scale it measures claims at fleet scale instead: slow jobs (--job-seconds, 0.2 s sleeps)
 on N `ferryman worker` processes x T threads, 16, 64 and 256 of them running at once, on a server
@@ -19,6 +23,7 @@ with scale_efficiency_<n>, pg_cpu_us_per_job_<n>, claims_per_job_<n>, index_read
 and claim_cost_ratio_256_vs_16.
 
     .venv/bin/python -P hack/bench/queue.py [--jobs 10000] [--rounds 6]
+    .venv/bin/python -P hack/bench/queue.py --metrics-only [--rounds 8]
     .venv/bin/python -P hack/bench/queue.py --scale [--rounds 1] [--seconds 10] [--job-seconds 0.2]
 """
 
@@ -41,12 +46,14 @@ import signal
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import LiteralString
 
 from psycopg import sql
 
+from ferryman_worker import metrics
 from ferryman_worker.db import connect, databases
 from ferryman_worker.queue import JobCall, JobOptions, Registry, batch, enqueue, enqueue_many, job
 from ferryman_worker.queue.worker import Worker
@@ -203,6 +210,70 @@ def bench_herd(
         w.stop(grace=5)  # its sessions end, and report their function calls
         time.sleep(0.5)
         return count_rows(conn, CLAIM_CALLS) / count
+
+
+def bench_metrics(dbs: databases.Scratchpad, jobs: int, rounds: int) -> dict[str, float]:
+    """Drain ``jobs`` no-op jobs on a lane of 4 with metrics off and on, alternating which goes
+    first each round (drift on a busy machine hits both alike); medians of the rounds' pairs."""
+    off: list[Drain] = []
+    on: list[Drain] = []
+    for round_no in range(rounds):
+        for recording in (False, True) if round_no % 2 == 0 else (True, False):
+            (on if recording else off).append(_metrics_round(dbs, jobs, recording))
+
+    def cpu(d: Drain) -> float:
+        return (d.db_cpu_per_job or 0.0) + d.own_cpu_per_job
+
+    pairs = list(zip(off, on, strict=True))
+    return {
+        "metrics_off_drain_s": statistics.median(d.seconds for d in off),
+        "metrics_on_drain_s": statistics.median(d.seconds for d in on),
+        # CPU per job, as the batch overhead: a busy machine stretches wall time far more than
+        # the work done; the wall time's difference is beside it
+        "metrics_overhead_pct": statistics.median(
+            (cpu(b) - cpu(a)) / cpu(a) * 100 for a, b in pairs
+        ),
+        "metrics_overhead_wall_pct": statistics.median(
+            (b.seconds - a.seconds) / a.seconds * 100 for a, b in pairs
+        ),
+        "load_avg_1m": os.getloadavg()[0],
+    }
+
+
+def _metrics_round(dbs: databases.Scratchpad, jobs: int, recording: bool) -> Drain:
+    with dbs.fresh() as url:
+        with connect.connect(url) as conn:
+            enqueue_many([noop.call() for _ in range(jobs)], conn=conn)
+            conn.execute("VACUUM ANALYZE ferryman_jobs")
+        stop = threading.Event()
+        scraper = threading.Thread(target=_scrape, args=(stop,), daemon=True)
+        (metrics.enable if recording else metrics.disable)()
+        if recording:
+            scraper.start()
+        try:
+            return drain(url, "default:4", jobs)
+        finally:
+            stop.set()
+            metrics.disable()
+            if recording:
+                scraper.join()
+
+
+def _scrape(stop: threading.Event) -> None:
+    """What Prometheus does to a worker, more often than it would (every 5 s: each scrape is
+    past the queue depths' cache and reads the database)."""
+    metrics.exposition()
+    while not stop.wait(5.0):
+        metrics.exposition()
+
+
+def report_metrics(results: dict[str, float]) -> None:
+    print(
+        f"drain 10,000, lane of 4, metrics off vs on: {results['metrics_off_drain_s']:.2f} s vs"
+        f" {results['metrics_on_drain_s']:.2f} s ({results['metrics_overhead_wall_pct']:+.1f} %);"
+        f" CPU per job (worker and its sessions) {results['metrics_overhead_pct']:+.1f} %;"
+        f" load average {results['load_avg_1m']:.2f}"
+    )
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -449,7 +520,17 @@ def main() -> None:
     parser.add_argument("--scale", action="store_true", help="claims at 16/64/256 running jobs")
     parser.add_argument("--job-seconds", type=float, default=0.2, help="--scale: job length")
     parser.add_argument("--seconds", type=float, default=10.0, help="--scale: measured seconds")
+    parser.add_argument(
+        "--metrics-only", action="store_true", help="only the metrics overhead (default 8 rounds)"
+    )
     args = parser.parse_args()
+    if args.metrics_only:
+        with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
+            dbs = databases.Scratchpad(admin_url, "ferryman_bench")
+            results = bench_metrics(dbs, args.jobs, args.rounds or 8)
+        report_metrics(results)
+        print(json.dumps({key: round(value, 2) for key, value in results.items()}))
+        return
     if args.scale:
         before = os.getloadavg()[0]
         with scale_server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
@@ -459,6 +540,7 @@ def main() -> None:
     with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
         dbs = databases.Scratchpad(admin_url, "ferryman_bench")
         results = run(dbs, args.jobs, args.rounds or 6)
+        results |= bench_metrics(dbs, args.jobs, args.rounds or 6)
     report(results)
 
 
@@ -548,6 +630,7 @@ def report(results: dict[str, float]) -> None:
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
+    report_metrics(results)
     keys = [
         "enqueue_per_s",
         "bulk_enqueue_per_s",
@@ -562,6 +645,9 @@ def report(results: dict[str, float]) -> None:
         "batch_overhead_db_pct",
         "batch_overhead_db_stderr_pct",
         "claims_per_job_16_threads",
+        "metrics_overhead_pct",
+        "metrics_overhead_wall_pct",
+        "load_avg_1m",
     ]
     print(json.dumps({key: round(results[key], 2) for key in keys}))
 

@@ -58,7 +58,7 @@ def test_a_running_worker_is_live_and_ready(worker: tuple[Subprocess, int]) -> N
     assert ready.text == "lanes default:2 running\n"
     assert ready.headers["content-type"].startswith("text/plain")
     assert get(port, "/livez").status_code == 200
-    missing = get(port, "/metrics")
+    missing = get(port, "/nothing-here")
     assert missing.status_code == 404 and "/livez" in missing.text
 
 

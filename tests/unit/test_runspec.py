@@ -343,6 +343,7 @@ def test_a_run_spec_error_is_a_configuration_error(
     # ... and is handled as one: `ferryman run` exits 2 with the problem, no traceback, before
     # it connects (this database does not exist: connecting would say so instead)
     monkeypatch.setenv("FERRYMAN_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("FERRYMAN_LOG_FORMAT", "text")  # captured stderr is no terminal: json else
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(document(spec__options__pageSize=0)))
     assert cli.main(["run", str(path)]) == 2

@@ -9,9 +9,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ferryman_worker import __version__
+from ferryman_worker import __version__, logs
 from ferryman_worker.errors import FerrymanError
-from ferryman_worker.settings import Settings, load
+from ferryman_worker.settings import Settings, load, load_logging
 
 if TYPE_CHECKING:  # psycopg is imported by the commands that use it, not by --help
     from ferryman_worker.db.connect import Connection
@@ -93,7 +93,7 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     import datetime
 
-    from ferryman_worker import console, contract, wording
+    from ferryman_worker import console, contract, eta, wording
     from ferryman_worker.engine import runs
 
     now = datetime.datetime.now(datetime.UTC)
@@ -102,7 +102,11 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         if args.run is not None and not found:
             raise _no_run("status", args.run)
         for run in found:
-            print("\n".join(console.summary(run, runs.kind_progress(conn, run.id), now)))
+            progress = runs.kind_progress(conn, run.id)
+            print("\n".join(console.summary(run, progress, now)))
+            estimate = eta.read(conn, run.id, progress)
+            if estimate is not None:
+                print(console.eta_line(estimate))
             retrying = runs.retrying(conn, run.id)
             if retrying is not None:
                 print(wording.retrying_line(retrying, now))
@@ -210,7 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
         "FERRYMAN_* environment variables; FERRYMAN_DATABASE_URL unset means an embedded server.",
     )
     parser.add_argument("--version", action="version", version=f"ferryman {__version__}")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="DEBUG, INFO, WARNING or ERROR (FERRYMAN_LOG_LEVEL; default INFO); the format is "
+        "FERRYMAN_LOG_FORMAT: json or text (default: text on a terminal, json otherwise)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_worker(commands)
     _add_db(commands)
@@ -282,7 +292,8 @@ def _add_worker(commands: Any) -> None:
     worker.add_argument(
         "--metrics-port",
         type=int,
-        help="serve GET /livez and /readyz on this port (FERRYMAN_METRICS_PORT; default 0 = off)",
+        help="serve GET /metrics, /livez and /readyz on this port (FERRYMAN_METRICS_PORT; "
+        "default 0 = off)",
     )
     worker.add_argument("--migrate", action="store_true", help="apply schema migrations first")
     worker.set_defaults(handler=cmd_worker)
@@ -344,13 +355,12 @@ def _cell(value: Any, whole: bool = False) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if args.log_level.upper() != "DEBUG":  # the embedded server's chatter (a psutil repr, ...)
-        logging.getLogger("pgserver").setLevel(logging.WARNING)
+    try:
+        log_settings = load_logging(args.log_level)
+    except FerrymanError as exc:
+        print(f"ferryman: {exc}", file=sys.stderr)
+        return 2
+    fmt = logs.configure(log_settings.log_level, log_settings.log_format)
     try:
         settings = load(
             **{
@@ -361,8 +371,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Handler = args.handler
         return handler(args, settings)
     except FerrymanError as exc:
-        print(f"ferryman: {exc}", file=sys.stderr)
+        _refuse(exc, fmt)
         return 2
+
+
+def _refuse(exc: FerrymanError, fmt: logs.Format) -> None:
+    """Bad input: one line naming the field and the fix (a JSON object in ``json``)."""
+    if fmt == "json":
+        log.error("%s", exc)
+    else:
+        print(f"ferryman: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

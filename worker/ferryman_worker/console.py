@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ferryman_worker.contract import RunProgress
+from ferryman_worker.eta import Estimate
 from ferryman_worker.wording import duration
 
 BAR = 28
@@ -88,3 +89,15 @@ def summary(
     if run.error:
         lines.append(f"error: {run.error}")
     return lines
+
+
+def eta_line(found: Estimate) -> str:
+    """``ETA 2:10 for the run (phase 3/3; bound by the source's rate limit: 1,930 tokens at
+    250/s)`` (``eta.estimate``)."""
+    scope = "the run" if found.phase + 1 >= found.phases else "this phase"
+    where = f"phase {found.phase + 1}/{found.phases}"
+    if found.bound == "rate limit":
+        why = f"bound by the source's rate limit: {found.tokens:,.0f} tokens at {found.rate:,g}/s"
+    else:
+        why = "at the pace of its tasks so far"
+    return f"  ETA {duration(found.seconds)} for {scope} ({where}; {why})"

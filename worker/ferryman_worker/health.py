@@ -1,13 +1,16 @@
-"""The worker's health endpoint: ``GET /livez`` and ``GET /readyz`` on ``FERRYMAN_METRICS_PORT``.
+"""The worker's HTTP endpoint on ``FERRYMAN_METRICS_PORT``: ``GET /livez``, ``GET /readyz`` and
+``GET /metrics``.
 
 Kubernetes probes it (the chart sets port 8000). ``/livez`` answers 200 while the worker's
 heartbeat is fresh (within 3 x ``FERRYMAN_HEARTBEAT_INTERVAL``), so a process whose heartbeat
 thread is stuck or dead is restarted; ``/readyz`` answers 200 once the lanes run and the notifier
-LISTENs, and 503 again while it reconnects or shuts down. Anything else is 404.
+LISTENs, and 503 again while it reconnects or shuts down. ``/metrics`` is Prometheus's text
+format of ``metrics.REGISTRY``. Anything else is 404.
 
 This module serves answers; it decides nothing: the worker says whether it is live and ready
-(``Probe``). It never reads the database, so a probe costs no connection. The answers name the
-reason in plain text and carry no secret (no URL, no query).
+(``Probe``). A probe never reads the database, so it costs no connection (a scrape reads the
+queue depths at most every few seconds: see ``metrics``). The answers name the reason in plain
+text and carry no secret (no URL, no query).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import logging
 import threading
 from typing import Protocol
 
+from ferryman_worker import metrics
 from ferryman_worker.errors import ConfigurationError
 
 log = logging.getLogger("ferryman.health")
@@ -58,7 +62,7 @@ class HealthServer:
             target=self._server.serve_forever, name="health", daemon=True
         )
         self._thread.start()
-        log.info("health endpoint on port %d: /livez, /readyz", self.port)
+        log.info("HTTP endpoint on port %d: /livez, /readyz, /metrics", self.port)
 
     def stop(self) -> None:
         if self._server is not None:
@@ -72,17 +76,22 @@ def _handler(probe: Probe) -> type[http.server.BaseHTTPRequestHandler]:
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            check = checks.get(self.path.split("?", 1)[0])
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._answer(200, *metrics.exposition())
+                return
+            check = checks.get(path)
             if check is None:
-                self._answer(404, "not found: GET /livez or /readyz")
+                self._answer(404, b"not found: GET /livez, /readyz or /metrics\n")
                 return
             ok, why = check()
-            self._answer(200 if ok else 503, why)
+            self._answer(200 if ok else 503, (why + "\n").encode())
 
-        def _answer(self, status: int, text: str) -> None:
-            body = (text + "\n").encode()
+        def _answer(
+            self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8"
+        ) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
-from ferryman_worker import console, contract, reaper, wording
+from ferryman_worker import console, contract, eta, reaper, wording
 from ferryman_worker.db import connect, migrate
 from ferryman_worker.engine import runs
 from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
@@ -106,9 +106,12 @@ def _watch(
     while True:
         now = datetime.datetime.now(datetime.UTC)
         run = contract.progress(conn, name)[0]
+        progress = runs.kind_progress(conn, run.id)
+        estimate = eta.read(conn, run.id, progress)
         lines = [
             console.headline(run, now),
-            *console.kind_lines(runs.kind_progress(conn, run.id), run.phase_index, now),
+            *console.kind_lines(progress, run.phase_index, now),
+            *([console.eta_line(estimate)] if estimate is not None else []),
         ]
         failing = runs.retrying(conn, run.id)
         retrying = [wording.retrying_line(failing, now)] if failing is not None else []

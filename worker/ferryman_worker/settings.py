@@ -6,7 +6,7 @@ The database URL is a ``SecretStr``: it is never printed, logged or put into an 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -143,6 +143,38 @@ class Settings(BaseSettings):
     @property
     def effective_pool_size(self) -> int:
         return self.pool_size if self.pool_size is not None else self.threads + OWN_CONNECTIONS
+
+
+class LogSettings(BaseSettings):
+    """How a ``ferryman`` process logs; read before ``Settings`` so that even a settings error
+    is logged in the chosen format."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FERRYMAN_", extra="ignore", use_attribute_docstrings=True
+    )
+
+    log_format: Literal["json", "text"] | None = None
+    """``json`` (one object per line) or ``text``; unset: ``text`` on a terminal, else ``json``."""
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    """The least severe level logged (``--log-level`` overrides it)."""
+
+    @field_validator("log_format", "log_level", mode="before")
+    @classmethod
+    def _case(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.strip()
+            return value.lower() if value.lower() in ("json", "text") else value.upper() or None
+        return value
+
+
+def load_logging(level: str | None = None) -> LogSettings:
+    """The log settings from the environment, ``level`` (``--log-level``) winning; a bad value
+    raises ConfigurationError naming the variable."""
+    try:
+        return LogSettings(**({"log_level": level} if level else {}))  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ConfigurationError(_describe(exc)) from None
 
 
 def load(**overrides: object) -> Settings:

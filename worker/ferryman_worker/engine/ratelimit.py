@@ -9,12 +9,16 @@ trusted for ``lease_seconds``, so a pause reaches every process within that time
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Callable
 
+from ferryman_worker import metrics
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+
+log = logging.getLogger("ferryman.engine")
 
 UNLIMITED = 1e12
 """Capacity and refill of a credential with no declared budget: only 429s pause it."""
@@ -48,6 +52,7 @@ class Budget:
         self._tokens = 0.0
         self._leased_at = float("-inf")
         self._ensured = False
+        self._paused_until = 0.0
 
     def reserve(self, conn: Connection, cost: float) -> None:
         """Block until ``cost`` tokens are this caller's. Call on a job thread, between
@@ -61,6 +66,7 @@ class Budget:
                     return
                 wait = self._lease(conn, max(cost, self.chunk) - self._tokens, cost)
             if wait > 0:
+                metrics.token_wait(self.credential, wait)
                 self._sleep(wait)
 
     def pause(self, conn: Connection, seconds: float) -> None:
@@ -70,6 +76,16 @@ class Budget:
             conn.execute(
                 queries.engine("pause_budget"), {"credential": self.credential, "seconds": seconds}
             )
+            now = time.monotonic()
+            until = now + seconds
+            if until > self._paused_until:
+                metrics.paused(self.credential, until - max(now, self._paused_until))
+                self._paused_until = until
+                log.info(
+                    "source credential %s paused for %gs: the source answered 429",
+                    self.credential,
+                    seconds,
+                )
 
     def _lease(self, conn: Connection, want: float, cost: float) -> float:
         """Lease up to ``want`` tokens; returns seconds to wait before trying again (0: got)."""
@@ -90,6 +106,8 @@ class Budget:
             self._ensured = False
             return 0.1
         self._tokens += float(row["granted"])
+        if self.capacity < UNLIMITED:
+            metrics.tokens(self.credential, leased=float(row["granted"]))
         self._leased_at = time.monotonic()
         if float(row["paused_for"]) > 0:
             return float(row["paused_for"])

@@ -7,17 +7,25 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from psycopg.rows import tuple_row
 
+from ferryman_worker import metrics
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import phases, schedule, windows
 from ferryman_worker.engine.ratelimit import Budget
 from ferryman_worker.engine.runtime import EngineRuntime
-from ferryman_worker.engine.source import RateLimited, Retry, SourceClient, SourceError
+from ferryman_worker.engine.source import (
+    RateLimited,
+    Retry,
+    SourceClient,
+    SourceError,
+    SourceTimeout,
+)
 from ferryman_worker.providers import Kind, Provider, Request
 from ferryman_worker.providers import load as load_provider
 from ferryman_worker.queue import JobContext
@@ -109,7 +117,9 @@ class Scope:
         tries = [0] * len(requests)
         pending = list(range(len(requests)))
         while pending:
-            self.budget.reserve(self.conn, sum(requests[i].cost for i in pending))
+            cost = sum(requests[i].cost for i in pending)
+            self.budget.reserve(self.conn, cost)
+            metrics.tokens(self.budget.credential, spent=cost)
             results = map_(self._call, [requests[i] for i in pending])
             failed: dict[int, SourceError] = {}
             for i, result in zip(pending, results, strict=True):
@@ -138,10 +148,20 @@ class Scope:
 
     def _call(self, request: Request) -> Any:
         """One call's answer, or the SourceError it failed with (``map_`` must not raise)."""
+        began = time.perf_counter()
         try:
-            return self.client.get(request)
+            with metrics.in_flight():
+                answer = self.client.get(request)
         except SourceError as exc:
+            metrics.source_call(
+                self.budget.credential,
+                exc.status,
+                isinstance(exc, SourceTimeout),
+                time.perf_counter() - began,
+            )
             return exc
+        metrics.source_call(self.budget.credential, 200, False, time.perf_counter() - began)
+        return answer
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -159,17 +179,28 @@ class Scope:
         database refuses sends the window round again, row by row."""
         valid, malformed = windows.validate(self.kind, records)
         window = windows.Window(offset, valid, [*extra_malformed, *malformed])
+        began = time.perf_counter()
         try:
             try:
                 if finish:
-                    self._transaction(windows.write, window, next_stripe)
+                    counts = self._transaction(windows.write, window, next_stripe)
                 else:  # one statement, committed on its own
-                    windows.write(self.cursor, self.target, window)
+                    counts = windows.write(self.cursor, self.target, window)
             except windows.REFUSED:
-                self._transaction(windows.write_carefully, window, next_stripe, finish=finish)
+                counts = self._transaction(
+                    windows.write_carefully, window, next_stripe, finish=finish
+                )
         except windows.Closed:
             self.gate(self.conn)
             raise Stop(None) from None
+        metrics.window(
+            (self.run["id"], self.run["name"]),
+            self.kind.name,
+            counts.written,
+            counts.skipped,
+            counts.failed,
+            time.perf_counter() - began,
+        )
 
     def _transaction(
         self,
@@ -178,11 +209,12 @@ class Scope:
         next_stripe: int | None,
         *,
         finish: bool = True,
-    ) -> None:
+    ) -> windows.Counts:
         with self.ctx.completing() if finish else self.conn.transaction():
-            write(self.cursor, self.target, window)
+            counts = write(self.cursor, self.target, window)
             if finish:
                 self.finish(self.conn, next_stripe)
+        return counts
 
     def gate(self, conn: Connection) -> None:
         """Cancel and suspend take effect here, at a window boundary."""

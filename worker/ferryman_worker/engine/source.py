@@ -33,6 +33,13 @@ class SourceError(FerrymanError):
         return self.status in (404, 410)
 
 
+class SourceTimeout(SourceError):
+    """The source did not answer within the client's timeout."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=True)
+
+
 class RateLimited(SourceError):
     """HTTP 429: wait ``retry_after`` seconds (the source said so)."""
 
@@ -65,9 +72,7 @@ class SourceClient:
         try:
             response = self.client.get(request.path, params=request.params)
         except httpx.TimeoutException:
-            raise SourceError(
-                f"GET {request.path} timed out after {self.timeout:g}s", retryable=True
-            ) from None
+            raise SourceTimeout(f"GET {request.path} timed out after {self.timeout:g}s") from None
         except httpx.ConnectError:
             raise SourceError(
                 f"GET {request.path}: cannot connect to {self.base_url} (check"

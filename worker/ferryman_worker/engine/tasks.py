@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ferryman_worker import logs
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import schedule, walks
@@ -34,6 +35,8 @@ reaper fails the task); only a task released again and again as stale could loop
 )
 def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
     """Claim task ``task_id`` or exit; walk it; finish it with the job, in one commit."""
+    logs.run_id.set(run_id)  # for the rest of this job (the worker gives each job its context)
+    logs.task_id.set(task_id)
     task = ctx.conn.execute(
         queries.engine("claim_task"), {"task_id": task_id, "job_id": ctx.job.id}
     ).fetchone()

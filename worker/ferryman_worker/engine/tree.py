@@ -25,6 +25,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from ferryman_worker import metrics
 from ferryman_worker.db import queries
 from ferryman_worker.engine import windows
 from ferryman_worker.engine.scope import Scope
@@ -50,7 +51,7 @@ def walk_tree(scope: Scope) -> None:
     threads = int(scope.options["fetch_threads"])
     room = threads * ROUND_PER_THREAD
     queue = _Queue(scope, parents, first)
-    with Pool(threads, thread_name_prefix="fetch") as pool:
+    with Pool(threads, thread_name_prefix="fetch") as pool, metrics.fetch_threads(threads):
         while not queue.done:
             queue.list_until(room, pool, threads)
             fetch_bodies(scope, pool, queue.next_round(room))

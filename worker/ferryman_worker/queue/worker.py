@@ -9,6 +9,7 @@ sleeps until something wakes the lane. On SIGTERM no thread claims again; runnin
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
 import logging
@@ -23,7 +24,7 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
-from ferryman_worker import health
+from ferryman_worker import health, logs, metrics
 from ferryman_worker.db import connect, migrate, queries
 from ferryman_worker.errors import ConfigurationError, DatabaseError
 from ferryman_worker.queue import batches, claims, producer, runner
@@ -89,6 +90,8 @@ class Worker:
         self.health = (
             health.HealthServer(self, settings.metrics_port) if settings.metrics_port else None
         )
+        if self.health is not None:
+            metrics.enable()  # record what /metrics serves
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -103,6 +106,8 @@ class Worker:
             assert row is not None
             self.worker_id = int(row["id"])
         producer.configure(self.pool)
+        metrics.lanes({lane.name: lane.spec.width for lane in self.lanes.values()})
+        metrics.watch_queues(self.pool)
         self._spawn(self._service_threads, "notifier", self.notifier.run)
         if not self.notifier.listening.wait(30):
             raise DatabaseError("the notifier could not LISTEN within 30s")
@@ -147,6 +152,7 @@ class Worker:
                 grace,
             )
         producer.configure(None)
+        metrics.unwatch(self.pool)
         if self.health is not None:
             self.health.stop()
         return finished
@@ -280,11 +286,21 @@ class Worker:
     def _run_claimed(self, conn: connect.Connection, job: claims.JobRecord) -> claims.Finished:
         with self._running_lock:
             self._running += 1
+        started = metrics.job_started(job.queue, job.name, job.run_at, job.created_at)
+        outcome = "interrupted"  # no outcome: the database failed mid-job, it runs again
         try:
-            return runner.finished(job, self.runner.run(conn, job, defer_success=True))
+            # each job in a context of its own: the ids it binds for its log lines end with it
+            result = contextvars.copy_context().run(self._run_logged, conn, job)
+            outcome = result.value
+            return runner.finished(job, result)
         finally:
+            metrics.job_ended(started, outcome)
             with self._running_lock:
                 self._running -= 1
+
+    def _run_logged(self, conn: connect.Connection, job: claims.JobRecord) -> runner.Outcome:
+        logs.job_id.set(job.id)
+        return self.runner.run(conn, job, defer_success=True)
 
     def _on_listen(self, conn: connect.Connection) -> None:
         """The notifier (re)connected: register, and free the claims a lost database took."""
