@@ -99,3 +99,38 @@ def test_the_summary_suggests_a_command_that_works_when_pasted(tmp_path: pathlib
     assert listed.stdout.split()[:4] == ["KIND", "SOURCE_ID", "AT", "REASON"]
     assert len(listed.stdout.splitlines()) > 1
     assert not _running(folder)
+
+
+def test_a_restarted_server_is_stopped_even_when_a_killed_process_had_attached(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The chaos tests restart the session's server, and a process that attached to a server
+    (pgserver counts its users) may die by SIGKILL without detaching. Stopping the server must
+    still stop the restarted postmaster (pgserver's handle remembers the pid it started, and its
+    own cleanup leaves the server to the users it still counts) and delete its folder."""
+    from ferryman_worker.db import embedded
+
+    folder = tmp_path / "pg"
+    folder.mkdir()
+    server = embedded.start(folder, cleanup="delete")
+    attach = (
+        f"from ferryman_worker.db import embedded; embedded.start({str(folder)!r}); print('in')"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", attach + "; import time; time.sleep(60)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stdout.readline().strip() == "in"
+    child.kill()
+    child.wait()
+    child.stdout.close()
+    live = lambda: int((folder / "postmaster.pid").read_text().split()[0])  # noqa: E731
+    first = live()
+    server.restart()
+    restarted = live()
+    assert restarted != first
+    server.stop()
+    with pytest.raises(ProcessLookupError):
+        os.kill(restarted, 0)
+    assert not folder.exists()

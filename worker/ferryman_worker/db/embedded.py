@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
+import shutil
 import signal
 import time
 import warnings
@@ -44,11 +45,25 @@ class EmbeddedServer:
         )
 
     def stop(self) -> None:
-        """Stop the server (fast shutdown) and wait for it to exit."""
-        pid = self.handle.get_pid()
-        self.handle.cleanup()
+        """Stop the server (fast shutdown), wait for it to exit, then let pgserver clean up.
+
+        The pid is read from ``postmaster.pid``: pgserver's handle keeps the pid it started, which
+        ``restart()`` makes stale, and pgserver's own cleanup leaves the server running while it
+        counts another user of the folder (a process that attached and was SIGKILLed counts
+        forever): together they left the test session's restarted server running after it."""
+        pid = self._live_pid() or self.handle.get_pid()
         if pid:
             _signal_and_wait(int(pid))
+        self.handle.cleanup()  # returns early while it counts other users, even dead ones
+        if self.handle.cleanup_mode == "delete":
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def _live_pid(self) -> int | None:
+        try:
+            first = (self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0]
+        except OSError:
+            return None
+        return int(first) if first.strip().isdigit() else None
 
 
 def start(
