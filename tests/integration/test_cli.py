@@ -82,7 +82,7 @@ def test_reap_prints_what_each_sweep_did(db_url: str) -> None:
         "runs whose heartbeat stopped: 0 run(s) stalled, 0 task(s) that had lost their job"
         " requeued",
     ]
-    assert "stalled batches: 0 stale member(s) removed, 0 sealed, 0 finished" in lines
+    assert "stalled batches: 0 sealed, 0 finished" in lines
     assert any(line.startswith("prune: 0 job(s)") for line in lines)
 
 

@@ -248,7 +248,7 @@ class Worker:
                 while not self.stopping.is_set():
                     seen = lane.generation
                     job = claims.claim(conn, lane.name, self.settings.claim_window, previous, check)
-                    check, previous = claims.batch_to_check(previous), None
+                    check, previous = claims.batch_to_check(previous, job), None
                     if job is None:
                         lane.found_nothing(seen)
                         break
