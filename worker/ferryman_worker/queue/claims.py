@@ -39,6 +39,9 @@ class JobRecord:
     batch_id: int | None
     run_at: datetime.datetime
     created_at: datetime.datetime
+    waited: float = 0.0
+    """Seconds from when it was due (the later of ``run_at`` and ``created_at``) to the claim, on
+    the database's clock."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> JobRecord:

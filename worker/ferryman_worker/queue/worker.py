@@ -286,7 +286,7 @@ class Worker:
     def _run_claimed(self, conn: connect.Connection, job: claims.JobRecord) -> claims.Finished:
         with self._running_lock:
             self._running += 1
-        started = metrics.job_started(job.queue, job.name, job.run_at, job.created_at)
+        started = metrics.job_started(job.queue, job.name, job.waited)
         outcome = "interrupted"  # no outcome: the database failed mid-job, it runs again
         try:
             # each job in a context of its own: the ids it binds for its log lines end with it

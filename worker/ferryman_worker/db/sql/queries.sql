@@ -27,9 +27,11 @@ RETURNING id;
 
 -- name: claim
 -- Write the previous job's success (if asked), release it (if any), finish its batch (if asked),
--- claim the next.
-SELECT * FROM ferryman_claim(%(queue)s, %(window)s, %(release)s, %(release_key)s, %(batch)s,
-                             %(succeed)s);
+-- claim the next; with how long it waited since it was due (its enqueue's commit, or its
+-- scheduled or retry time), in seconds on the database's clock, for the wake-up metric.
+SELECT *, extract(epoch FROM clock_timestamp() - greatest(run_at, created_at))::float8 AS waited
+  FROM ferryman_claim(%(queue)s, %(window)s, %(release)s, %(release_key)s, %(batch)s,
+                      %(succeed)s);
 
 -- name: release
 -- Give up the claim's locks once the job's outcome has committed.
