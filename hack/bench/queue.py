@@ -3,16 +3,22 @@
 
 Uses FERRYMAN_DATABASE_URL's server, or starts an embedded one (fsync on). Each scenario gets a
 fresh database. Prints a table, then as its LAST line one JSON object with enqueue_per_s,
-bulk_enqueue_per_s, drain_per_s_1, drain_per_s_4, wake_p50_ms, wake_p95_ms, wake_p99_ms and
-batch_overhead_pct (10,000 no-op jobs in one batch vs not, drained by a lane of 1, in alternating
-rounds: the median of the rounds' CPU per job, the worker's and its database sessions', with its
-standard error and the rounds' range beside it; batch_overhead_db_pct: the sessions' alone),
+bulk_enqueue_per_s, drain_per_s_1, drain_per_s_4, wake_p50_ms, wake_p95_ms, wake_p99_ms,
 claims_per_job_16_threads (single jobs at 300/s on a lane of 16 threads: ferryman_claim calls
-per job), and metrics_overhead_pct (10,000 no-op jobs drained by a lane of 4 with the worker's
-Prometheus metrics recording, and scraped every 5 s (each scrape past the queue depths' cache, so
-each reads the database; Prometheus scrapes every 15 to 60 s), vs off, in alternating rounds: the
-median of the rounds' differences in CPU per job, the worker's and its database sessions', as
-for the batch overhead; metrics_overhead_wall_pct: of the drain time; load_avg_1m beside them).
+per job), the overheads and load_avg_1m.
+
+The overheads are measured side by side: each round starts two `ferryman worker` processes at
+once, one per variant, each with its own database of 10,000 no-op jobs, and measures both over
+the same window (from when each has finished a tenth of its jobs to when the first has finished
+nine tenths): CPU per job of the worker process and of its database sessions (from /proc, so the
+server must be local; else the worker's alone). Whatever the machine does meanwhile, it does to
+both. The median of the rounds' ratios is reported with its standard error and range:
+- batch_overhead_pct: the jobs in one batch vs none, lanes of 1 (_db_pct: the sessions alone);
+- metrics_overhead_pct: metrics recorded, served and scraped every second (Prometheus scrapes
+  every 15 to 60 s; each scrape here is past the queue depths' cache and reads the database) vs
+  off, lanes of 4;
+- same_overhead_pct: plain vs plain, lanes of 4: the method's own bias, near 0.
+Each with _stderr_pct, _range_pct, _wall_pct (wall time per job) and the load average range.
 
 With --scale it measures claims at fleet scale instead: slow jobs (--job-seconds, 0.2 s sleeps)
 on N `ferryman worker` processes x T threads, 16, 64 and 256 of them running at once, on a server
@@ -22,8 +28,8 @@ from /proc, so only for a local server), claims and index entries read per job. 
 with scale_efficiency_<n>, pg_cpu_us_per_job_<n>, claims_per_job_<n>, index_reads_per_claim_<n>
 and claim_cost_ratio_256_vs_16.
 
-    .venv/bin/python -P hack/bench/queue.py [--jobs 10000] [--rounds 6]
-    .venv/bin/python -P hack/bench/queue.py --metrics-only [--rounds 8]
+    .venv/bin/python -P hack/bench/queue.py [--jobs 10000] [--rounds 8]
+    .venv/bin/python -P hack/bench/queue.py --batch-only | --metrics-only | --overheads-only
     .venv/bin/python -P hack/bench/queue.py --scale [--rounds 1] [--seconds 10] [--job-seconds 0.2]
 """
 
@@ -410,7 +416,7 @@ OVERHEADS = {
         "metrics_overhead",
         "metrics overhead: served and scraped every 1 s vs off, lane of 4",
     ),
-    "same": ("same_overhead", "the method's own bias: plain vs plain, lane of 1 (near 0)"),
+    "same": ("same_overhead", "the method's own bias: plain vs plain, lane of 4 (near 0)"),
 }
 
 
@@ -626,9 +632,9 @@ def bench_overhead(
     dbs: databases.Scratchpad, jobs: int, rounds: int, what: str
 ) -> dict[str, float]:
     """``what``: "batch" (10,000 no-op jobs in one batch vs not, lane of 1), "metrics" (the
-    same jobs, lane of 4, metrics served and scraped vs off), or "same" (plain vs plain: the
-    method's own bias, to be near 0)."""
-    threads = 4 if what == "metrics" else 1
+    same jobs, lane of 4, metrics served and scraped vs off), or "same" (plain vs plain, lane
+    of 4: the method's own bias, to be near 0)."""
+    threads = 1 if what == "batch" else 4
     pairs: list[tuple[Window, Window]] = []
     loads = [os.getloadavg()[0]]
     for round_no in range(rounds):

@@ -143,7 +143,7 @@ class JobStats(Collector):
         wake = HistogramMetricFamily(
             "ferryman_job_wake_latency_seconds",
             "Seconds from a job being due (its enqueue's commit, or its scheduled or retry time) "
-            "to its claim. Measured on the worker's clock against the database's.",
+            "to its claim, on the database's clock.",
             labels=["queue"],
         )
         lanes = GaugeMetricFamily("ferryman_lane_threads", "Threads of each lane.", labels=["lane"])
