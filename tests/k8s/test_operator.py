@@ -112,6 +112,20 @@ def set_suspend(bench: Bench, name: str, suspend: bool) -> None:
     bench.cp.kubectl("patch", "mrun", name, "-n", bench.namespace, "--type=merge", "-p", patch)
 
 
+def start(world: Bench, crm: DemoCRM, name: str, workers: int = 2, **spec: Any) -> Any:
+    """The Secret, an operator, ``workers`` workers, and the run ``name`` applied; returns the
+    operator's process."""
+    world.secret(crm.api_key)
+    operator = world.operator()
+    world.workers(workers)
+    world.apply(run_manifest(name, crm.url, **spec))
+    return operator
+
+
+def some_rows(world: Bench, name: str) -> None:
+    eventually(lambda: world.status(name).get("rowsWritten", 0) > 0, 60, f"some rows of {name}")
+
+
 def test_the_example_run_goes_pending_running_succeeded_and_kubectl_shows_its_counts(
     world: Bench, db_url: str
 ) -> None:
@@ -176,10 +190,7 @@ ORGS = {"kinds": ["organizations"], "options": {"pageSize": 50, "stripes": 2}}
 @pytest.mark.slow
 def test_a_second_run_waits_queued_then_runs_by_itself_and_a_reject_one_fails(world: Bench) -> None:
     with DemoCRM.start(**SLOW) as crm:
-        world.secret(crm.api_key)
-        world.operator()
-        world.workers(2)
-        world.apply(run_manifest("first", crm.url, **ORGS))
+        start(world, crm, "first", **ORGS)
         world.wait_state("first", "Running")
         world.apply(run_manifest("second", crm.url, **ORGS))
         world.apply(run_manifest("third", crm.url, conflictPolicy="Reject", **ORGS))
@@ -205,11 +216,8 @@ def test_a_second_run_waits_queued_then_runs_by_itself_and_a_reject_one_fails(wo
 
 def test_suspend_stops_progress_and_resume_continues_it(world: Bench) -> None:
     with DemoCRM.start(**SLOW) as crm:
-        world.secret(crm.api_key)
-        world.operator()
-        world.workers(2)
-        world.apply(run_manifest("paused", crm.url, **ORGS))
-        eventually(lambda: world.status("paused").get("rowsWritten", 0) > 0, 60, "some rows")
+        start(world, crm, "paused", **ORGS)
+        some_rows(world, "paused")
         set_suspend(world, "paused", True)
         suspended = lambda: condition(world, "paused", "Progressing").get("reason") == "Suspended"  # noqa: E731
         eventually(suspended, 20, "Progressing=False/Suspended")
@@ -231,11 +239,8 @@ def test_deleting_a_live_run_cancels_it_and_the_object_goes_away(world: Bench, d
     from ferryman_worker import contract
 
     with DemoCRM.start(**SLOW) as crm:
-        world.secret(crm.api_key)
-        world.operator()
-        world.workers(2)
-        world.apply(run_manifest("doomed", crm.url, **ORGS))
-        eventually(lambda: world.status("doomed").get("rowsWritten", 0) > 0, 60, "some rows")
+        start(world, crm, "doomed", **ORGS)
+        some_rows(world, "doomed")
         world.cp.kubectl("delete", "mrun", "doomed", "-n", world.namespace, "--timeout=30s")
         gone = world.cp.kubectl("get", "mrun", "doomed", "-n", world.namespace, check=False)
         assert gone.returncode != 0 and "NotFound" in gone.stderr
@@ -255,10 +260,7 @@ def test_deleting_a_live_run_cancels_it_and_the_object_goes_away(world: Bench, d
 
 def test_a_run_deleted_while_the_operator_is_down_goes_when_it_returns(world: Bench) -> None:
     with DemoCRM.start(seed=13, organizations=100, people=0, deals=0) as crm:
-        world.secret(crm.api_key)
-        operator = world.operator()
-        world.workers(1)
-        world.apply(run_manifest("orphan", crm.url, kinds=["organizations"]))
+        operator = start(world, crm, "orphan", workers=1, kinds=["organizations"])
         world.wait_state("orphan", "Succeeded", timeout=60)
         assert operator.terminate() == 0
         world.cp.kubectl("delete", "mrun", "orphan", "-n", world.namespace, "--wait=false")
@@ -298,12 +300,7 @@ def test_retry_by_annotation_reopens_a_failed_run_once_the_secret_is_right(world
 
 def test_a_finished_run_is_deleted_after_ttl_seconds(world: Bench) -> None:
     with DemoCRM.start(seed=9, organizations=100, people=0, deals=0) as crm:
-        world.secret(crm.api_key)
-        world.operator()
-        world.workers(1)
-        world.apply(
-            run_manifest("brief", crm.url, kinds=["organizations"], ttlSecondsAfterFinished=2)
-        )
+        start(world, crm, "brief", workers=1, kinds=["organizations"], ttlSecondsAfterFinished=2)
         world.wait_state("brief", "Succeeded", timeout=60)
 
         def gone() -> bool:
@@ -369,10 +366,7 @@ def test_an_operator_killed_right_after_an_apply_admits_the_run_once_when_restar
     world: Bench, db_url: str
 ) -> None:
     with DemoCRM.start(seed=11, organizations=400, people=0, deals=0) as crm:
-        world.secret(crm.api_key)
-        first = world.operator()
-        world.workers(2)
-        world.apply(run_manifest("abrupt", crm.url, kinds=["organizations"]))
+        first = start(world, crm, "abrupt", kinds=["organizations"])
         import time
 
         time.sleep(0.3)
@@ -402,7 +396,7 @@ def test_the_operator_survives_a_minute_without_its_database_and_recovers_by_its
         operator = world.operator(FERRYMAN_DATABASE_URL=proxy.url)
         world.workers(2)  # straight to the database: only the operator loses it
         world.apply(run_manifest("steady", crm.url, **ORGS))
-        eventually(lambda: world.status("steady").get("rowsWritten", 0) > 0, 60, "some rows")
+        some_rows(world, "steady")
         proxy.cut()
         cut_at = time.monotonic()
 
@@ -640,10 +634,7 @@ def test_the_operator_carries_on_across_an_api_server_restart(
             ) as world,
             DemoCRM.start(**SLOW) as crm,
         ):
-            world.secret(crm.api_key)
-            operator = world.operator()
-            world.workers(2)
-            world.apply(run_manifest("before", crm.url, **ORGS))
+            operator = start(world, crm, "before", **ORGS)
             world.wait_state("before", "Running", timeout=30)
             operator_bench.restart_apiserver(cp, down_for=3)
             world.apply(run_manifest("after", crm.url, workspace="globex", **ORGS))
@@ -655,10 +646,7 @@ def test_the_operator_carries_on_across_an_api_server_restart(
 
 def test_a_run_whose_source_fails_shows_the_retrying_line_then_recovers(world: Bench) -> None:
     with DemoCRM.start(seed=17, organizations=200, people=0, deals=0, error_rate=1.0) as crm:
-        world.secret(crm.api_key)
-        world.operator()
-        world.workers(1)
-        world.apply(run_manifest("flaky", crm.url, kinds=["organizations"]))
+        start(world, crm, "flaky", workers=1, kinds=["organizations"])
 
         def retrying() -> dict[str, Any] | None:
             found = world.status("flaky")
