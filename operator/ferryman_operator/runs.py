@@ -89,7 +89,7 @@ class Runs:
         new = status.compute(old, look.seen, meta.get("generation"), now)
         if look.retried is not None:
             new["lastRetry"] = look.retried
-        events.post(body, [*look.events, *between(old, new)])
+        events.post(body, [*look.events, *between(old, new, look.seen.progress)])
         for key, value in new.items():
             if stored.get(key) != value:
                 patch.status[key] = value
