@@ -4,17 +4,21 @@ classed, runs by state and queued ages counted from an index like kopf's, and th
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import socket
 from typing import Any
 
+import httpx
 import pytest
 from kubernetes.client import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from ferryman_operator import metrics
-from ferryman_operator.errors import DatabaseUnavailable
+from ferryman_operator import metrics, settings
+from ferryman_operator.errors import DatabaseUnavailable, SettingsError
 from ferryman_operator.reconcile import pool
 from ferryman_operator.reconcile.admission import Candidate
+from ferryman_worker import cli
 from ferryman_worker.contract import ConnectionBudget
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -161,3 +165,41 @@ def test_sizing_gauges_show_the_last_verdict_and_drop_lanes_and_pools_that_went(
 
     seen.sizing.forget("ns", "ferryman")
     assert not [k for k in samples(seen) if k[0].startswith("ferryman_operator_sizing_")]
+
+
+def test_the_port_comes_from_the_flag_or_the_variable_and_help_names_both(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FERRYMAN_OPERATOR_METRICS_PORT", "9191")
+    assert settings.load().metrics_port == 9191
+    assert settings.load(metrics_port=9292).metrics_port == 9292
+    monkeypatch.delenv("FERRYMAN_OPERATOR_METRICS_PORT")
+    assert settings.load().metrics_port == 0
+    with pytest.raises(SystemExit):
+        cli.main(["operator", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--metrics-port N" in text and "FERRYMAN_OPERATOR_METRICS_PORT" in text
+
+
+def test_serve_answers_get_metrics_and_a_taken_port_names_the_setting() -> None:
+    asyncio.run(serve_and_get())
+
+
+async def serve_and_get() -> None:
+    seen = metrics.OperatorMetrics()
+    seen.leading(True)
+    port = free_port()
+    async with metrics.serve(port, seen), httpx.AsyncClient() as client:
+        response = await client.get(f"http://127.0.0.1:{port}/metrics")
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/plain; version=")
+        assert "ferryman_operator_leader 1.0" in response.text
+        with pytest.raises(SettingsError, match="FERRYMAN_OPERATOR_METRICS_PORT"):
+            async with metrics.serve(port, seen):
+                pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
