@@ -242,6 +242,8 @@ def test_every_pod_runs_unprivileged_with_resources_and_the_image(
             "--all-namespaces",
             "--liveness-port",
             "8081",
+            "--metrics-port",
+            "8082",
         ],
         "Deployment/fm-ferryman-worker": ["worker"],
         "CronJob/fm-ferryman-reaper": ["reap"],
@@ -334,7 +336,10 @@ def test_the_operator_runs_alone_and_is_probed(
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "liveness"}
-    assert container["ports"] == [{"name": "liveness", "containerPort": 8081, "protocol": "TCP"}]
+    assert container["ports"] == [
+        {"name": "liveness", "containerPort": 8081, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 8082, "protocol": "TCP"},
+    ]
 
 
 def test_workers_stop_gracefully_and_are_probed(

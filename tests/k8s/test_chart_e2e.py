@@ -121,6 +121,7 @@ def local_values(node: Any, image: str) -> list[str]:
         "image.pullPolicy": "Never",
         "hostNetwork": "true",
         "operator.livenessPort": str(free_port()),
+        "operator.metricsPort": str(free_port()),
         "worker.metricsPort": str(free_port()),
         "worker.replicas": "1",
         "worker.lanes": "migrations:4\\,default:1",
