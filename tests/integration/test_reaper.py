@@ -34,6 +34,7 @@ from ferryman_worker.db import connect, queries
 from ferryman_worker.engine import runs, windows
 from ferryman_worker.engine.runtime import credential_env_var
 from ferryman_worker.engine.schedule import enqueue_tasks
+from ferryman_worker.queue import admin
 from ferryman_worker.reaper import EngineSweeps, reap, sweep_engine
 from ferryman_worker.settings import Settings
 
@@ -72,9 +73,11 @@ def test_nothing_stalled_means_nothing_done(conn: connect.Connection) -> None:
 def test_a_dead_claim_is_released_and_the_task_queued_again(conn: connect.Connection) -> None:
     _started(conn)
     first = _tasks(conn)[0]["id"]
-    # Forged: job 999 does not exist (prune deletes finished jobs only, so a job is deleted
-    # only by a hand). The real "job is over" is a succeeded job, in
-    # test_a_suspend_and_resume_within_one_window_strand_a_task_and_the_reaper_releases_it.
+    # Forged: job 999 does not exist. Prune deletes finished jobs only, and in the same reap
+    # after this sweep released any task they left running: only a hand deletes the job of a
+    # running task. The real "job is over" is a succeeded or a discarded job, in
+    # test_a_suspend_and_resume_within_one_window_strand_a_task_and_the_reaper_releases_it and
+    # test_a_task_whose_job_was_discarded_after_the_queue_gave_up_is_released_and_finishes.
     conn.execute(
         "UPDATE ferryman_tasks SET status = 'running', job_id = 999 WHERE id = %s", (first,)
     )
@@ -364,23 +367,57 @@ def test_a_task_waiting_out_its_backoff_keeps_its_job_attempts_and_backoff(db_ur
     assert _task_rows(db_url)[0]["attempts"] == 2  # the same task, claimed twice by one job
 
 
+def _queue_gives_up_on_the_task_job(db_url: str, run_id: int, api_key: str) -> dict[str, Any]:
+    """The run's one task job kills its worker twice (a crash hook as its walk starts), and the
+    queue gives up on it (ProcessDied) with nothing failing its task. Returns the job."""
+    with connect.connect(db_url) as conn:
+        # Shortens the queue's patience from 25 claims to 2; the deaths below are real.
+        conn.execute("UPDATE ferryman_jobs SET max_attempts = 2")
+    for _ in range(2):
+        _died(_crashing_worker(db_url, api_key, "walk"))
+    with credential(api_key), engine_worker(db_url):  # the queue gives up on the job
+        wait_for(lambda: _task_jobs(db_url)[0]["status"] == "failed", 30, "ProcessDied")
+    (job,) = _task_jobs(db_url)
+    assert "ProcessDied" in job["last_error"]
+    assert _task_rows(db_url)[0]["status"] == "running"  # nothing failed it yet
+    assert state(db_url, run_id)["state"] == "running"
+    return job
+
+
+@pytest.mark.slow
+def test_a_task_whose_job_was_discarded_after_the_queue_gave_up_is_released_and_finishes(
+    db_url: str,
+) -> None:
+    """The other real task whose job is over without ending it: a user discards the failed job
+    (``ferryman jobs discard``) before the reaper failed its task. A discarded job is over, so
+    the dead-claim sweep releases the task and the refill gives it a new job."""
+    with DemoCRM.start(seed=40, organizations=10, **SMALL) as crm:
+        run_id = start_run(db_url, request(crm.url, kinds=["organizations"], stripes=1))
+        job = _queue_gives_up_on_the_task_job(db_url, run_id, crm.api_key)
+        with connect.connect(db_url) as conn:
+            assert admin.discard_failed(conn, [job["id"]]) == 1  # what the command runs
+        sweeps = _sweep(db_url)
+        assert (sweeps.failed_tasks, sweeps.released, sweeps.refilled_runs, sweeps.queued) == (
+            0,
+            1,
+            1,
+            1,
+        )
+        with credential(crm.api_key), engine_worker(db_url):  # no crash hook: it walks
+            final = wait_finished(db_url, run_id, timeout=60)
+        truth = crm.truth()
+    assert final["state"] == "succeeded", final["error"]
+    check_against_truth(db_url, truth, kinds=("organizations",))
+    assert [j["status"] for j in _task_jobs(db_url)] == ["discarded", "succeeded"]
+
+
 @pytest.mark.slow
 def test_a_task_whose_worker_keeps_dying_fails_its_run_once_the_queue_gives_up(
     db_url: str,
 ) -> None:
     with DemoCRM.start(seed=32, organizations=10, **SMALL) as crm:
         run_id = start_run(db_url, request(crm.url, kinds=["organizations"], stripes=1))
-        with connect.connect(db_url) as conn:
-            # Shortens the queue's patience from 25 claims to 2; the deaths below are real.
-            conn.execute("UPDATE ferryman_jobs SET max_attempts = 2")
-        for _ in range(2):
-            _died(_crashing_worker(db_url, crm.api_key, "walk"))
-        with credential(crm.api_key), engine_worker(db_url):  # the queue gives up on the job
-            wait_for(lambda: _task_jobs(db_url)[0]["status"] == "failed", 30, "ProcessDied")
-        (job,) = _task_jobs(db_url)
-        assert "ProcessDied" in job["last_error"]
-        assert _task_rows(db_url)[0]["status"] == "running"  # nothing failed it yet
-        assert state(db_url, run_id)["state"] == "running"
+        _queue_gives_up_on_the_task_job(db_url, run_id, crm.api_key)
         sweeps = _sweep(db_url)
         assert (sweeps.failed_tasks, sweeps.failed_runs, sweeps.released) == (1, 1, 0)
         assert sweeps.queued == 0 and len(_task_jobs(db_url)) == 1  # no new job, no new loop
