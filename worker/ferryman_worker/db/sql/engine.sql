@@ -115,6 +115,11 @@ UPDATE ferryman_tasks SET status = 'done', finished_at = now(), heartbeat_at = n
  WHERE id = %(task_id)s AND status = 'running' AND job_id = %(job_id)s
 RETURNING id;
 
+-- name: task_held
+-- Whether a task is still this job's: a window the gate refused while the run was suspended is
+-- written again if the run was resumed before the job looked, and a lost claim stops the job.
+SELECT 1 FROM ferryman_tasks WHERE id = %(task_id)s AND status = 'running' AND job_id = %(job_id)s;
+
 -- name: stop_task
 -- Cancel or suspend reached the task at a window boundary: it gives its claim back.
 UPDATE ferryman_tasks SET status = %(status)s, job_id = NULL
