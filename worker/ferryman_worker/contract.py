@@ -9,6 +9,7 @@ import dataclasses
 import datetime
 from typing import Any
 
+from ferryman_worker import eta as _eta
 from ferryman_worker import settings, wording
 from ferryman_worker.db import connect as _connect
 from ferryman_worker.db import queries
@@ -20,6 +21,7 @@ from ferryman_worker.runspec import (
     MigrationRun,
     MigrationRunStatus,
     RateLimitSpec,
+    RunEta,
     RunOptions,
     RunState,
     load_run,
@@ -37,6 +39,7 @@ __all__ = [
     "FerrymanError",
     "MigrationRun",
     "MigrationRunStatus",
+    "RunEta",
     "RunProgress",
     "RunState",
     "admit",
@@ -44,6 +47,7 @@ __all__ = [
     "connect",
     "connection_budget",
     "engine_options",
+    "eta",
     "forget",
     "load_run",
     "load_run_file",
@@ -254,6 +258,25 @@ def retrying(conn: Connection, run_id: int, now: datetime.datetime) -> str | Non
     """The "retrying N task(s) …" line ``ferryman status`` shows for a running run, or None."""
     row = runs.retrying(conn, run_id)
     return None if row is None else wording.retrying_line(row, now).strip()
+
+
+def eta(conn: Connection, run_id: int) -> RunEta | None:
+    """The running run's ETA for ``.status.eta`` (None: it does not run, or is suspended)."""
+    found = _eta.read(conn, run_id, runs.kind_progress(conn, run_id))
+    if found is None:
+        return None
+    seconds = round(found.seconds)
+    if found.complete:
+        remaining = wording.duration(seconds)
+    else:
+        remaining = f">= {wording.duration(seconds)}" if seconds else "unknown"
+    return RunEta(
+        seconds=seconds if found.complete else None,
+        at_least_seconds=seconds,
+        bound_by="RateLimit" if found.bound == _eta.RATE_LIMIT else "Pace",
+        remaining=remaining,
+        message=_eta.run_line(found)[:4096],
+    )
 
 
 @dataclasses.dataclass(frozen=True)
