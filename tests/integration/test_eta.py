@@ -12,7 +12,7 @@ from migration import credential, engine_worker, request, start_run
 from tests.democrm.server_fixture import DemoCRM
 from workers import wait_for
 
-from ferryman_worker import console, eta
+from ferryman_worker import console, contract, eta
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
 
@@ -24,12 +24,16 @@ class Sample:
     at: datetime.datetime
     """The database's clock when the estimate was read."""
     estimate: eta.Estimate
+    status: contract.RunEta | None
+    """What ``contract.eta`` gives the operator for ``status.eta`` at the same time."""
 
 
 def _sample(conn: connect.Connection, run_id: int) -> Sample | None:
     at = conn.execute("SELECT now() AS at").fetchone()
     estimate = eta.read(conn, run_id, runs.kind_progress(conn, run_id))
-    return None if estimate is None or at is None else Sample(at["at"], estimate)
+    if estimate is None or at is None:
+        return None
+    return Sample(at["at"], estimate, contract.eta(conn, run_id))
 
 
 @pytest.mark.slow
@@ -78,6 +82,7 @@ def test_at_a_quarter_of_a_rate_bound_run_its_eta_is_within_15_percent(db_url: s
         listed = ("organizations", "people", "deals")[sample.estimate.phase]
         assert f"{listed}: pages left (listed until a short page;" in line, line
         assert "messages: rows per deals row (its phase has not started)" in line, line
+        assert sample.status is None or sample.status.seconds is None
     quarter = started + (ended - started) / 4
     sample = min(samples, key=lambda s: abs((s.at - quarter).total_seconds()))
     estimate, actual = sample.estimate, left(sample)
@@ -85,3 +90,6 @@ def test_at_a_quarter_of_a_rate_bound_run_its_eta_is_within_15_percent(db_url: s
     assert estimate.complete and estimate.bound == "rate limit", (line, estimate, actual)
     assert line.startswith("ETA ") and "for the run (bound by the source's rate limit:" in line
     assert abs(estimate.seconds - actual) <= 0.15 * actual, (line, actual)
+    shown = sample.status
+    assert shown is not None and shown.bound_by == "RateLimit" and shown.seconds is not None
+    assert abs(shown.seconds - actual) <= 0.15 * actual + 1, (shown, actual)

@@ -265,7 +265,7 @@ def eta(conn: Connection, run_id: int) -> RunEta | None:
     found = _eta.read(conn, run_id, runs.kind_progress(conn, run_id))
     if found is None:
         return None
-    seconds = round(found.seconds)
+    seconds = int(found.seconds)
     if found.complete:
         remaining = wording.duration(seconds)
     else:

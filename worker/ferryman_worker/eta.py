@@ -258,7 +258,7 @@ def _line(
     if not unknown:
         return f"ETA {wording.duration(seconds)}{scope} ({why})"
     missing = "; ".join(unknown)
-    if round(seconds) == 0:
+    if int(seconds) == 0:
         return f"ETA not known yet{scope}: {missing}"
     return f"ETA at least {wording.duration(seconds)}{scope} ({why}); not known yet: {missing}"
 
