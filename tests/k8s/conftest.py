@@ -107,6 +107,21 @@ class ControlPlane:
     def kubectl_json(self, *args: str) -> Any:
         return json.loads(self.kubectl(*args, "-o", "json").stdout)
 
+    def env_shell(self, script: str, home: str | None = None) -> subprocess.CompletedProcess[str]:
+        """``script`` in a bash (-euo pipefail) that first evals ``hack/controlplane env`` for
+        this control plane, from a bare PATH (and ``home`` as HOME), as a user's shell would;
+        not checked."""
+        setup = f'eval "$(hack/controlplane env --state-dir {self.state_dir})"\n'
+        return subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", setup + script],
+            cwd=ROOT,
+            env={"PATH": "/usr/bin:/bin", **({"HOME": home} if home else {})},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
     @classmethod
     def load(cls, state_dir: Path, home: Path) -> ControlPlane:
         """Read what `up` recorded in <state-dir>/state.json."""

@@ -181,7 +181,15 @@ class Bench:
 
         eventually(leads, timeout, f"{process.name} to hold the Lease")
 
-    def workers(self, count: int = 2, lanes: str = "migrations:2") -> list[Process]:
+    def workers(
+        self,
+        count: int = 2,
+        lanes: str = "migrations:2",
+        pool_size: int | None = None,
+        ports: list[int] | None = None,
+    ) -> list[Process]:
+        """``count`` workers; with ``ports``, worker i serves /metrics on ``ports[i]``."""
+        sized = ["--pool-size", str(pool_size)] if pool_size is not None else []
         env = {
             **os.environ,
             "FERRYMAN_DATABASE_URL": self.db_url,
@@ -189,7 +197,12 @@ class Bench:
             "FERRYMAN_POLL_INTERVAL": "1",
         }
         started = [
-            Process(ferryman("worker", "--lanes", lanes), env, f"worker-{i}") for i in range(count)
+            Process(
+                ferryman("worker", "--lanes", lanes, *sized),
+                {**env, **({"FERRYMAN_METRICS_PORT": str(ports[i])} if ports else {})},
+                f"worker-{i}",
+            )
+            for i in range(count)
         ]
         self.processes += started
         return started

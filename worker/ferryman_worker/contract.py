@@ -16,6 +16,7 @@ from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import runs
 from ferryman_worker.engine.runs import AdmissionRefused
+from ferryman_worker.engine.schedule import LANE
 from ferryman_worker.errors import ConfigurationError, DatabaseError, FerrymanError
 from ferryman_worker.runspec import (
     MigrationRun,
@@ -51,6 +52,7 @@ __all__ = [
     "forget",
     "load_run",
     "load_run_file",
+    "migrations_width",
     "parse_run",
     "progress",
     "request_for",
@@ -59,6 +61,7 @@ __all__ = [
     "retrying",
     "run_key",
     "suspend",
+    "worker_lanes",
     "worker_pool_size",
 ]
 
@@ -76,6 +79,19 @@ def worker_pool_size(lanes: str, pool_size: int | None) -> int:
     threads + OWN_CONNECTIONS when None; ConfigurationError, as the worker would refuse, when
     the lanes do not parse or ``pool_size`` is too small."""
     return settings.check_pool_size(lanes, pool_size)
+
+
+def worker_lanes(lanes: str, pool_size: int | None) -> dict[str, int]:
+    """Each lane's threads as ``ferryman worker`` runs them with these lanes and pool size (a
+    lane written without a width shares what the pool leaves), in the order written;
+    ConfigurationError, as the worker would refuse, when they cannot be resolved."""
+    return {spec.name: spec.width for spec in settings.resolve_lanes(lanes, pool_size)}
+
+
+def migrations_width(lanes: str, pool_size: int | None) -> int | None:
+    """Threads of the lane migration tasks run in (``migrations``), resolved as the worker does,
+    or None when the lanes have no such lane."""
+    return worker_lanes(lanes, pool_size).get(LANE)
 
 
 def run_key(run: MigrationRun) -> str:
@@ -162,6 +178,8 @@ class RunProgress:
     started_at: datetime.datetime
     finished_at: datetime.datetime | None
     error: str | None
+    phase_names: tuple[str, ...] = ()
+    """Every phase of the run in order, named as ``phase`` names the open one."""
 
     def status(self) -> MigrationRunStatus:
         return MigrationRunStatus(
@@ -199,7 +217,8 @@ def progress(conn: Connection, name: str | None = None) -> list[RunProgress]:
 def _progress(row: dict[str, Any]) -> RunProgress:
     phases: list[list[str]] = row["phases"]
     index = int(row["phase"])
-    phase = "+".join(phases[index]) if index < len(phases) and row["state"] == "running" else None
+    names = tuple("+".join(kinds) for kinds in phases)
+    phase = names[index] if index < len(names) and row["state"] == "running" else None
     return RunProgress(
         id=int(row["id"]),
         name=row["name"],
@@ -219,6 +238,7 @@ def _progress(row: dict[str, Any]) -> RunProgress:
         started_at=row["started_at"],
         finished_at=row["finished_at"],
         error=row["error"],
+        phase_names=names,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 import urllib.parse
 from typing import Annotated, Final, Literal, Self
 
@@ -26,6 +27,7 @@ DNS_LABEL: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 IDENTIFIER: Final = r"^[a-z][a-z0-9_]*$"
 SECRET_KEY: Final = r"^[-._a-zA-Z0-9]+$"
 HTTP_URL: Final = r"^https?://"
+SCHEME_MESSAGE: Final = "must be an http:// or https:// URL, e.g. https://api.example.com"
 CONDITION_TYPE: Final = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
@@ -54,6 +56,8 @@ def _check_base_url(url: str) -> str:
         parts.port  # noqa: B018 - raises ValueError for a port out of range
     except ValueError:
         raise PydanticCustomError("url_parsing", "is not a valid URL") from None
+    if not re.match(HTTP_URL, url):
+        raise PydanticCustomError("url_scheme", SCHEME_MESSAGE)
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise PydanticCustomError(
             "inline_credentials", "must not carry credentials (user:password@); " + SECRET_ADVICE
@@ -71,21 +75,33 @@ def _check_base_url(url: str) -> str:
     return url
 
 
-def _cel(rule: str, message: str) -> dict[str, str]:
+def _cel(rule: str, message: str, reason: str | None = None) -> dict[str, str]:
     """A CEL rule of the CRD's schema (``x-kubernetes-validations``): the API server refuses a
     value for which it is false, with ``message`` after the field's path."""
-    return {"rule": rule, "message": message}
+    return {"rule": rule, "message": message} | ({"reason": reason} if reason else {})
 
 
-# What the CRD can say of a base URL (the model says all of it in _check_base_url).
+def _unquoted(rule: str, message: str) -> dict[str, str]:
+    """A CEL rule whose refusal does not quote the value: the API server's answer to a broken
+    rule of the default reason (FieldValueInvalid), like to ``pattern``, ``minLength`` and
+    ``enum``, is ``Invalid value: "<the value>": ...``; with FieldValueForbidden it is
+    ``Forbidden: <message>``. ``maxLength`` is answered ``Too long`` without the value."""
+    return _cel(rule, message, "FieldValueForbidden")
+
+
+# What the CRD can say of a base URL (the model says all of it in _check_base_url), as rules that
+# never quote the URL back (it may hold a password); hence no ``pattern`` on the field.
 _BASE_URL_RULES: Final = [
-    _cel("!self.contains('@')", "must not carry credentials (user:password@); " + SECRET_ADVICE),
-    _cel(
+    _unquoted("self.matches('^https?://')", SCHEME_MESSAGE),
+    _unquoted(
+        "!self.contains('@')", "must not carry credentials (user:password@); " + SECRET_ADVICE
+    ),
+    _unquoted(
         "!self.contains('?') && !self.contains('#')",
         "must not have a query or fragment "
         "(credentials belong in spec.source.credentialsSecretRef)",
     ),
-    _cel(
+    _unquoted(
         "self.matches('^https?://[^/:\\\\s]+(:[0-9]{1,5})?(/\\\\S*)?$')",
         "must be an http(s) URL with a host, e.g. https://api.example.com",
     ),
@@ -147,7 +163,6 @@ class SourceSpec(_Model):
             alias="baseURL",
             min_length=1,
             max_length=2048,
-            pattern=HTTP_URL,
             json_schema_extra={"x-kubernetes-validations": _BASE_URL_RULES},
         ),
         AfterValidator(_check_base_url),
