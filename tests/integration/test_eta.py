@@ -16,6 +16,7 @@ from ferryman_worker import console, contract, eta
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
 
+KINDS = ("organizations", "people", "deals", "messages")
 RATE = 150.0  # tokens/s the run declares; the demo CRM's own budget is a little larger
 
 
@@ -24,8 +25,8 @@ class Sample:
     at: datetime.datetime
     """The database's clock when the estimate was read."""
     estimate: eta.Estimate
-    status: contract.RunEta | None
-    """What ``contract.eta`` gives the operator for ``status.eta`` at the same time."""
+    status: contract.RunEta
+    """What the operator writes into ``status.eta`` from it (``contract.eta_status``)."""
 
 
 def _sample(conn: connect.Connection, run_id: int) -> Sample | None:
@@ -33,7 +34,7 @@ def _sample(conn: connect.Connection, run_id: int) -> Sample | None:
     estimate = eta.read(conn, run_id, runs.kind_progress(conn, run_id))
     if estimate is None or at is None:
         return None
-    return Sample(at["at"], estimate, contract.eta(conn, run_id))
+    return Sample(at["at"], estimate, contract.eta_status(estimate))
 
 
 @pytest.mark.slow
@@ -79,10 +80,13 @@ def test_at_a_quarter_of_a_rate_bound_run_its_eta_is_within_15_percent(db_url: s
         assert sample.estimate.seconds <= left(sample), (sample, left(sample))
         line = eta.run_line(sample.estimate)
         assert line.startswith(("ETA at least ", "ETA not known yet for the run: ")), line
-        listed = ("organizations", "people", "deals")[sample.estimate.phase]
+        listed = KINDS[sample.estimate.phase]
         assert f"{listed}: pages left (listed until a short page;" in line, line
         assert "messages: rows per deals row (its phase has not started)" in line, line
-        assert sample.status is None or sample.status.seconds is None
+        shown = sample.status
+        assert shown.seconds is None, shown
+        assert [p.phase for p in shown.phases] == list(KINDS[sample.estimate.phase :]), shown
+        assert all(p.seconds is None for p in shown.phases), shown
     quarter = started + (ended - started) / 4
     sample = min(samples, key=lambda s: abs((s.at - quarter).total_seconds()))
     estimate, actual = sample.estimate, left(sample)
@@ -91,5 +95,6 @@ def test_at_a_quarter_of_a_rate_bound_run_its_eta_is_within_15_percent(db_url: s
     assert line.startswith("ETA ") and "for the run (bound by the source's rate limit:" in line
     assert abs(estimate.seconds - actual) <= 0.15 * actual, (line, actual)
     shown = sample.status
-    assert shown is not None and shown.bound_by == "RateLimit" and shown.seconds is not None
+    assert shown.bound_by == "RateLimit" and shown.seconds is not None
     assert abs(shown.seconds - actual) <= 0.15 * actual + 1, (shown, actual)
+    assert [(p.phase, p.seconds) for p in shown.phases] == [("messages", shown.seconds)]

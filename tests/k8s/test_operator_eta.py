@@ -73,6 +73,9 @@ def test_a_rate_bound_run_shows_its_eta_and_what_bounds_it(world: Bench) -> None
         assert eta["atLeastSeconds"] == eta["seconds"] and 0 < eta["seconds"] < 120
         assert eta["message"].startswith("ETA ") and eta["message"].endswith(f" at {RATE:g}/s)")
         assert "for the run (bound by the source's rate limit: " in eta["message"]
+        [phase] = eta["phases"]  # the last phase: the run's is its own
+        assert phase["phase"] == "messages" and phase["seconds"] == eta["seconds"]
+        assert phase["message"].startswith("phase 2/2 (messages): ETA ")
         progressing = next(c for c in shown["conditions"] if c["type"] == "Progressing")
         assert progressing["message"].endswith(f"; {eta['message']}")
         assert shown["message"] == progressing["message"]

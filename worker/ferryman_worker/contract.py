@@ -21,6 +21,7 @@ from ferryman_worker.errors import ConfigurationError, DatabaseError, FerrymanEr
 from ferryman_worker.runspec import (
     MigrationRun,
     MigrationRunStatus,
+    PhaseEta,
     RateLimitSpec,
     RunEta,
     RunOptions,
@@ -40,6 +41,7 @@ __all__ = [
     "FerrymanError",
     "MigrationRun",
     "MigrationRunStatus",
+    "PhaseEta",
     "RunEta",
     "RunProgress",
     "RunState",
@@ -49,6 +51,7 @@ __all__ = [
     "connection_budget",
     "engine_options",
     "eta",
+    "eta_status",
     "forget",
     "load_run",
     "load_run_file",
@@ -283,20 +286,38 @@ def retrying(conn: Connection, run_id: int, now: datetime.datetime) -> str | Non
 def eta(conn: Connection, run_id: int) -> RunEta | None:
     """The running run's ETA for ``.status.eta`` (None: it does not run, or is suspended)."""
     found = _eta.read(conn, run_id, runs.kind_progress(conn, run_id))
-    if found is None:
-        return None
+    return None if found is None else eta_status(found)
+
+
+def eta_status(found: _eta.Estimate) -> RunEta:
+    """``.status.eta`` from an estimate (``eta.read``)."""
     seconds = int(found.seconds)
     if found.complete:
         remaining = wording.duration(seconds)
     else:
         remaining = f">= {wording.duration(seconds)}" if seconds else "unknown"
+    phases = [
+        PhaseEta(
+            phase="+".join(part.kinds),
+            message=line[:4096],
+            **_eta_figures(part.seconds, part.complete, part.bound),
+        )
+        for part, line in zip(found.parts, _eta.phase_lines(found), strict=True)
+    ]
     return RunEta(
-        seconds=seconds if found.complete else None,
-        at_least_seconds=seconds,
-        bound_by="RateLimit" if found.bound == _eta.RATE_LIMIT else "Pace",
         remaining=remaining,
         message=_eta.run_line(found)[:4096],
+        phases=phases[:64],
+        **_eta_figures(found.seconds, found.complete, found.bound),
     )
+
+
+def _eta_figures(seconds: float, complete: bool, bound: str) -> dict[str, Any]:
+    return {
+        "seconds": int(seconds) if complete else None,
+        "at_least_seconds": int(seconds),
+        "bound_by": "RateLimit" if bound == _eta.RATE_LIMIT else "Pace",
+    }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,12 +10,24 @@ from typing import Any
 from ferryman_operator.reconcile import status
 from ferryman_operator.reconcile.conditions import Wanted
 from ferryman_operator.reconcile.status import Observation
-from ferryman_worker.contract import MigrationRunStatus, RunEta, RunProgress, RunState
+from ferryman_worker.contract import MigrationRunStatus, PhaseEta, RunEta, RunProgress, RunState
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 WORKERS = Wanted("WorkersReady", "True", "PoolSpecApplied", "fits")
 LINE = "ETA 0:12 for the run (bound by the source's rate limit: 1,800 tokens at 150/s)"
-ETA = RunEta(seconds=12, at_least_seconds=12, bound_by="RateLimit", remaining="0:12", message=LINE)
+PHASE = "phase 4/4 (messages): ETA 0:12 (bound by the source's rate limit: 1,800 tokens at 150/s)"
+ETA = RunEta(
+    seconds=12,
+    at_least_seconds=12,
+    bound_by="RateLimit",
+    remaining="0:12",
+    message=LINE,
+    phases=[
+        PhaseEta(
+            phase="messages", seconds=12, at_least_seconds=12, bound_by="RateLimit", message=PHASE
+        )
+    ],
+)
 
 
 def progress(**changes: Any) -> RunProgress:
@@ -54,6 +66,15 @@ def test_a_running_run_shows_its_eta_the_bound_and_the_line() -> None:
         "boundBy": "RateLimit",
         "remaining": "0:12",
         "message": LINE,
+        "phases": [
+            {
+                "phase": "messages",
+                "seconds": 12,
+                "atLeastSeconds": 12,
+                "boundBy": "RateLimit",
+                "message": PHASE,
+            }
+        ],
     }
     assert progressing(found)["message"].endswith(f"900 rows written; {LINE}")
     assert found["message"] == progressing(found)["message"]
