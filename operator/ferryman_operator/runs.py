@@ -235,7 +235,9 @@ def _look(
         if progress.state is contract.RunState.RUNNING
         else None
     )
-    look.seen = Observation(workers, progress=progress, retrying=retrying)
+    running = progress.state is contract.RunState.RUNNING
+    eta = contract.eta(conn, progress.id) if running else None
+    look.seen = Observation(workers, progress=progress, retrying=retrying, eta=eta)
     return look
 
 

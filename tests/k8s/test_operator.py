@@ -155,7 +155,7 @@ def test_the_example_run_goes_pending_running_succeeded_and_kubectl_shows_its_co
     assert row["PHASE"] == "" and done == total and int(total) > 4
     assert row["ROWS"] == str(expected)
     [wide] = table(world, "-o", "wide")
-    assert list(wide)[-3:] == ["SKIPPED", "FAILED", "MESSAGE"]
+    assert list(wide)[-4:] == ["SKIPPED", "FAILED", "ETA", "MESSAGE"]
     assert wide["SKIPPED"] == "0" and wide["FAILED"] == str(malformed)
     assert wide["MESSAGE"].startswith(f"succeeded: {expected} rows written, {malformed} malformed")
 

@@ -106,7 +106,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             print("\n".join(console.summary(run, progress, now)))
             estimate = eta.read(conn, run.id, progress)
             if estimate is not None:
-                print(console.eta_line(estimate))
+                print("\n".join(console.eta_lines(estimate)))
             retrying = runs.retrying(conn, run.id)
             if retrying is not None:
                 print(wording.retrying_line(retrying, now))

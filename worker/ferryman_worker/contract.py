@@ -9,6 +9,7 @@ import dataclasses
 import datetime
 from typing import Any
 
+from ferryman_worker import eta as _eta
 from ferryman_worker import settings, wording
 from ferryman_worker.db import connect as _connect
 from ferryman_worker.db import queries
@@ -20,7 +21,9 @@ from ferryman_worker.errors import ConfigurationError, DatabaseError, FerrymanEr
 from ferryman_worker.runspec import (
     MigrationRun,
     MigrationRunStatus,
+    PhaseEta,
     RateLimitSpec,
+    RunEta,
     RunOptions,
     RunState,
     load_run,
@@ -38,6 +41,8 @@ __all__ = [
     "FerrymanError",
     "MigrationRun",
     "MigrationRunStatus",
+    "PhaseEta",
+    "RunEta",
     "RunProgress",
     "RunState",
     "admit",
@@ -45,6 +50,8 @@ __all__ = [
     "connect",
     "connection_budget",
     "engine_options",
+    "eta",
+    "eta_status",
     "forget",
     "load_run",
     "load_run_file",
@@ -274,6 +281,43 @@ def retrying(conn: Connection, run_id: int, now: datetime.datetime) -> str | Non
     """The "retrying N task(s) …" line ``ferryman status`` shows for a running run, or None."""
     row = runs.retrying(conn, run_id)
     return None if row is None else wording.retrying_line(row, now).strip()
+
+
+def eta(conn: Connection, run_id: int) -> RunEta | None:
+    """The running run's ETA for ``.status.eta`` (None: it does not run, or is suspended)."""
+    found = _eta.read(conn, run_id, runs.kind_progress(conn, run_id))
+    return None if found is None else eta_status(found)
+
+
+def eta_status(found: _eta.Estimate) -> RunEta:
+    """``.status.eta`` from an estimate (``eta.read``)."""
+    seconds = int(found.seconds)
+    if found.complete:
+        remaining = wording.duration(seconds)
+    else:
+        remaining = f">= {wording.duration(seconds)}" if seconds else "unknown"
+    phases = [
+        PhaseEta(
+            phase="+".join(part.kinds),
+            message=line[:4096],
+            **_eta_figures(part.seconds, part.complete, part.bound),
+        )
+        for part, line in zip(found.parts, _eta.phase_lines(found), strict=True)
+    ]
+    return RunEta(
+        remaining=remaining,
+        message=_eta.run_line(found)[:4096],
+        phases=phases[:64],
+        **_eta_figures(found.seconds, found.complete, found.bound),
+    )
+
+
+def _eta_figures(seconds: float, complete: bool, bound: str) -> dict[str, Any]:
+    return {
+        "seconds": int(seconds) if complete else None,
+        "at_least_seconds": int(seconds),
+        "bound_by": "RateLimit" if bound == _eta.RATE_LIMIT else "Pace",
+    }
 
 
 @dataclasses.dataclass(frozen=True)

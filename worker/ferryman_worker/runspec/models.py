@@ -302,6 +302,49 @@ class Condition(_Model):
     """The metadata.generation this condition was computed from."""
 
 
+class PhaseEta(_Model):
+    """One phase still to do: the time it has left and what bounds it."""
+
+    phase: Annotated[str, Field(max_length=1024)]
+    """The phase's kinds, e.g. people+deals."""
+
+    seconds: Count | None = None
+    """Seconds left; null while a part cannot be estimated yet (the message names it)."""
+
+    at_least_seconds: Count = 0
+    """Seconds left of the parts estimated so far: a lower bound, equal to seconds when known."""
+
+    bound_by: Literal["RateLimit", "Pace"] = "Pace"
+    """RateLimit: the source's rate limit binds; Pace: the pace of its tasks so far."""
+
+    message: Annotated[str, Field(max_length=4096)] = ""
+    """For humans, e.g. phase 4/4 (messages): ETA 1:10 (at the pace of its tasks so far)."""
+
+
+class RunEta(_Model):
+    """The time a running run has left, and what bounds it (``ferryman status`` shows the same)."""
+
+    seconds: Count | None = None
+    """Seconds left; null while a part cannot be estimated yet (the message names it)."""
+
+    at_least_seconds: Count = 0
+    """Seconds left of the parts estimated so far: a lower bound, equal to seconds when known."""
+
+    bound_by: Literal["RateLimit", "Pace"] = "Pace"
+    """RateLimit: the source's rate limit (spec.source.rateLimit) binds; Pace: the pace of the
+    run's tasks so far."""
+
+    remaining: Annotated[str, Field(max_length=64)] = ""
+    """The time left for the ETA column: 1:02:03, or >= 0:40 (a lower bound), or unknown."""
+
+    message: Annotated[str, Field(max_length=4096)] = ""
+    """For humans, e.g. ETA 2:10:00 for the run (bound by the source's rate limit: 1,930,000
+    tokens at 250/s)."""
+
+    phases: Annotated[list[PhaseEta], Field(max_length=64)] = Field(default_factory=list)
+    """Each phase still to do, the running one first."""
+
+
 class MigrationRunStatus(_Model):
     """What the operator last saw of the run; written by the operator only."""
 
@@ -335,6 +378,9 @@ class MigrationRunStatus(_Model):
 
     finished_at: AwareDatetime | None = None
     """When the run reached Succeeded, Failed or Cancelled."""
+
+    eta: RunEta | None = None
+    """While it runs: the time it has left and what bounds it."""
 
     observed_generation: Count | None = None
     """The metadata.generation this status was computed from."""
