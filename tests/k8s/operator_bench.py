@@ -445,3 +445,45 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     except OSError:
         return True
+
+
+def pool_objects(
+    namespace: str, lanes: str, replicas: int, pool_size: int | None = None
+) -> list[dict[str, Any]]:
+    labels = {"ferryman.dev/workers": "ferryman", "app": "ferryman-worker"}
+    data = {"lanes": lanes, "replicas": str(replicas)}
+    if pool_size is not None:
+        data["poolSize"] = str(pool_size)
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "ferryman-pool",
+                "namespace": namespace,
+                "labels": {"ferryman.dev/pool-spec": "ferryman"},
+            },
+            "data": data,
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "ferryman-worker", "namespace": namespace, "labels": labels},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "ferryman-worker"}},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "worker",
+                                "image": "localhost/ferryman:test",
+                                "env": [{"name": "FERRYMAN_LANES", "value": "migrations:1"}],
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    ]

@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,33 +19,12 @@ import pytest
 from migration import check_against_truth
 from tests.democrm.server_fixture import DemoCRM
 from tests.k8s import operator_bench
-from tests.k8s.operator_bench import Bench, eventually, run_manifest
+from tests.k8s.operator_bench import Bench, eventually, pool_objects, run_manifest
 
 pytestmark = pytest.mark.k8s
 
 DATA = {"seed": 7, "organizations": 240, "people": 160, "deals": 24, "messages_per_deal": 2}
 KINDS = ("organizations", "people", "deals", "messages")
-
-
-@pytest.fixture(scope="module")
-def release(
-    controlplane: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, Path]]:
-    """The CRD, and the chart's operator RBAC in a release namespace: (namespace, kubeconfig)."""
-    operator_bench.install_crd(controlplane)
-    namespace = f"ferryman-{uuid.uuid4().hex[:6]}"
-    controlplane.kubectl("create", "namespace", namespace)
-    home = tmp_path_factory.mktemp("operator")
-    yield namespace, operator_bench.install_operator_rbac(controlplane, namespace, home)
-    controlplane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-
-
-@pytest.fixture
-def world(
-    controlplane: Any, release: tuple[str, Path], namespace: str, db_url: str, tmp_path: Path
-) -> Iterator[Bench]:
-    with operator_bench.bench(controlplane, *release, namespace, db_url, tmp_path) as bench:
-        yield bench
 
 
 @contextlib.contextmanager
@@ -420,48 +398,6 @@ def test_the_operator_survives_a_minute_without_its_database_and_recovers_by_its
 
 
 # -- sizing the workers from the pool spec ------------------------------------------------------
-
-
-def pool_objects(
-    namespace: str, lanes: str, replicas: int, pool_size: int | None = None
-) -> list[dict[str, Any]]:
-    labels = {"ferryman.dev/workers": "ferryman", "app": "ferryman-worker"}
-    data = {"lanes": lanes, "replicas": str(replicas)}
-    if pool_size is not None:
-        data["poolSize"] = str(pool_size)
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": "ferryman-pool",
-                "namespace": namespace,
-                "labels": {"ferryman.dev/pool-spec": "ferryman"},
-            },
-            "data": data,
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "ferryman-worker", "namespace": namespace, "labels": labels},
-            "spec": {
-                "replicas": 0,
-                "selector": {"matchLabels": {"app": "ferryman-worker"}},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "worker",
-                                "image": "localhost/ferryman:test",
-                                "env": [{"name": "FERRYMAN_LANES", "value": "migrations:1"}],
-                            }
-                        ]
-                    },
-                },
-            },
-        },
-    ]
 
 
 @contextlib.contextmanager

@@ -4,40 +4,16 @@ message and the ETA column of ``kubectl get -o wide``; gone once the run has fin
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.democrm.server_fixture import DemoCRM
-from tests.k8s import operator_bench
 from tests.k8s.operator_bench import Bench, eventually, run_manifest
 
 pytestmark = pytest.mark.k8s
 
 RATE = 60.0  # tokens/s the run declares: deals 2 listings, then 60 x (a listing + ~2 bodies)
 DATA = {"seed": 5, "organizations": 10, "people": 0, "deals": 60, "messages_per_deal": 2}
-
-
-@pytest.fixture(scope="module")
-def release(
-    controlplane: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, Path]]:
-    operator_bench.install_crd(controlplane)
-    namespace = f"ferryman-{uuid.uuid4().hex[:6]}"
-    controlplane.kubectl("create", "namespace", namespace)
-    home = tmp_path_factory.mktemp("operator-eta")
-    yield namespace, operator_bench.install_operator_rbac(controlplane, namespace, home)
-    controlplane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-
-
-@pytest.fixture
-def world(
-    controlplane: Any, release: tuple[str, Path], namespace: str, db_url: str, tmp_path: Path
-) -> Iterator[Bench]:
-    with operator_bench.bench(controlplane, *release, namespace, db_url, tmp_path) as bench:
-        yield bench
 
 
 def wide_eta(bench: Bench, name: str) -> str:

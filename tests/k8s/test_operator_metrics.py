@@ -15,8 +15,7 @@ import pytest
 from faulty import TOKEN, faulty_crm
 from scrape import Samples, by, has, scrape, total
 from tests.k8s import operator_bench
-from tests.k8s.operator_bench import Bench, eventually, free_port, run_manifest
-from tests.k8s.test_operator import pool_objects, release, world  # noqa: F401 (fixtures)
+from tests.k8s.operator_bench import Bench, eventually, free_port, pool_objects, run_manifest
 
 from ferryman_worker import contract
 
@@ -53,7 +52,7 @@ def answered(stats: dict[str, Any], *statuses: str) -> int:
 
 
 def test_the_operators_metrics_match_the_runs_the_database_and_the_deployment(
-    world: Bench,  # noqa: F811
+    world: Bench,
     db_url: str,
 ) -> None:
     port, worker_ports = free_port(), [free_port(), free_port()]
@@ -144,7 +143,7 @@ def test_the_operators_metrics_match_the_runs_the_database_and_the_deployment(
 
 
 def test_database_outages_count_as_reconcile_errors_of_the_handler_that_met_them(
-    world: Bench,  # noqa: F811
+    world: Bench,
     tmp_path: Path,
     db_url: str,
 ) -> None:
