@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from migration import check_against_truth
 from tests.democrm.server_fixture import DemoCRM
 from tests.k8s import operator_bench
 from tests.k8s.operator_bench import Bench, eventually, pool_objects, run_manifest
+
+from ferryman_worker import contract
 
 pytestmark = pytest.mark.k8s
 
@@ -149,8 +152,6 @@ def test_the_example_run_goes_pending_running_succeeded_and_kubectl_shows_its_co
     assert final["observedGeneration"] == 1 and final["startedAt"] and final["finishedAt"]
     reasons = world.reasons("acme-crm")
     assert reasons[0] == "Admitted" and reasons[-1] == "Succeeded"
-    from ferryman_worker import contract
-
     with contract.connect(db_url) as conn:
         [run] = contract.progress(conn)
     phases = [e["message"] for e in world.events("acme-crm") if e["reason"] == "PhaseStarted"]
@@ -189,22 +190,29 @@ def test_a_second_run_waits_queued_then_runs_by_itself_and_a_reject_one_fails(wo
     assert world.reasons("second")[:2] == ["Queued", "Admitted"]
 
 
+def database(db_url: str, key: str) -> contract.RunProgress:
+    """The run's aggregate in the database, as the operator reads it."""
+    with contract.connect(db_url) as conn:
+        (found,) = contract.progress(conn, key)
+    return found
+
+
 # -- suspend, resume, cancel, retry, TTL ------------------------------------------------------
 
 
-def test_suspend_stops_progress_and_resume_continues_it(world: Bench) -> None:
+def test_suspend_stops_progress_and_resume_continues_it(world: Bench, db_url: str) -> None:
     with DemoCRM.start(**SLOW) as crm:
         start(world, crm, "paused", **ORGS)
         some_rows(world, "paused")
         set_suspend(world, "paused", True)
         suspended = lambda: condition(world, "paused", "Progressing").get("reason") == "Suspended"  # noqa: E731
         eventually(suspended, 20, "Progressing=False/Suspended")
-        import time
-
-        time.sleep(2)  # running tasks stop at their next window
-        held = world.status("paused")["rowsWritten"]
-        time.sleep(3)
-        assert world.status("paused")["rowsWritten"] == held
+        key = f"{world.namespace}/paused"
+        eventually(lambda: database(db_url, key).tasks_running == 0, 30, "tasks stopped")
+        held = database(db_url, key).rows_written  # no task runs: nothing can be written now
+        eventually(lambda: world.status("paused")["rowsWritten"] == held, 20, "the status")
+        time.sleep(3)  # an observation window: the status refreshes, no row is written
+        assert database(db_url, key).rows_written == world.status("paused")["rowsWritten"] == held
         assert world.status("paused")["state"] == "Running"
         set_suspend(world, "paused", False)
         final = world.wait_state("paused", "Succeeded", timeout=120)
@@ -214,8 +222,6 @@ def test_suspend_stops_progress_and_resume_continues_it(world: Bench) -> None:
 
 
 def test_deleting_a_live_run_cancels_it_and_the_object_goes_away(world: Bench, db_url: str) -> None:
-    from ferryman_worker import contract
-
     with DemoCRM.start(**SLOW) as crm:
         start(world, crm, "doomed", **ORGS)
         some_rows(world, "doomed")
@@ -333,8 +339,6 @@ def test_two_operators_one_acts_and_the_other_takes_over_after_a_sigkill(
             world.wait_state(name, "Succeeded", timeout=180)
         truth = crm.truth()
     check_against_truth(db_url, truth, kinds=("organizations",))
-    from ferryman_worker import contract
-
     with contract.connect(db_url) as conn:
         names = sorted(p.name for p in contract.progress(conn))
     assert names == [f"{world.namespace}/left", f"{world.namespace}/right"]
@@ -345,8 +349,6 @@ def test_an_operator_killed_right_after_an_apply_admits_the_run_once_when_restar
 ) -> None:
     with DemoCRM.start(seed=11, organizations=400, people=0, deals=0) as crm:
         first = start(world, crm, "abrupt", kinds=["organizations"])
-        import time
-
         time.sleep(0.3)
         first.kill()
         world.operator(wait=True)
@@ -366,8 +368,6 @@ OUTAGE = 60.0
 def test_the_operator_survives_a_minute_without_its_database_and_recovers_by_itself(
     world: Bench, db_url: str, tmp_path: Path
 ) -> None:
-    import time
-
     proxy = operator_bench.SocketProxy(db_url, tmp_path / "proxy")
     with DemoCRM.start(**SLOW) as crm:
         world.secret(crm.api_key)
@@ -461,8 +461,6 @@ def digest(lanes: str, pool_size: int) -> str:
 def test_an_over_budget_pool_spec_changes_nothing_then_a_fitting_one_is_written_once(
     world: Bench, db_url: str
 ) -> None:
-    from ferryman_worker import contract
-
     with contract.connect(db_url) as conn:
         budget = contract.connection_budget(conn)
     ns = world.release_ns
@@ -498,8 +496,6 @@ def test_an_over_budget_pool_spec_changes_nothing_then_a_fitting_one_is_written_
             "FERRYMAN_POOL_SIZE": "8",
         }
         assert spec_hash(written) == digest("migrations:3,default:1", 8)
-        import time
-
         time.sleep(4)  # four more checks: nothing more is written
         again = worker_deployment(world)
         assert again["metadata"]["generation"] == written["metadata"]["generation"]
@@ -528,8 +524,6 @@ def test_a_lane_without_a_width_takes_its_threads_from_the_pool_size(
     """The worker's rule, applied by the operator: 15 - 4 own - 2 for critical = 9 threads for
     the two lanes without a width, 5 for migrations (the first gets the remainder), 4 for
     default; the migrations lane's 5 make a run's default maxInFlight 10."""
-    from ferryman_worker import contract
-
     lanes = "migrations,critical:2,default"
     with pool_spec(world, lanes, 2, pool_size=15):
         world.operator()
