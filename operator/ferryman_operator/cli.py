@@ -14,8 +14,9 @@ refresh their status, suspend, resume, cancel (on delete) and retry them, delete
 after ttlSecondsAfterFinished, and size the worker Deployment from its pool spec. Only the
 holder of the Lease FERRYMAN_OPERATOR_LEASE_NAME (default ferryman-operator, in the pod's
 namespace) acts; others wait. The database comes from FERRYMAN_DATABASE_URL, the cluster from
-in-cluster config or KUBECONFIG. Settings: FERRYMAN_OPERATOR_* (README.md, "Run it on
-Kubernetes")."""
+in-cluster config or KUBECONFIG. With --metrics-port it serves Prometheus metrics (runs by
+state, admissions and refusals, reconcile errors, the oldest queued run's age, the last sizing).
+Settings: FERRYMAN_OPERATOR_* (README.md, "Run it on Kubernetes")."""
 
 
 def register(commands: Any) -> None:
@@ -42,6 +43,13 @@ def register(commands: Any) -> None:
         metavar="N",
         help="serve the liveness endpoint http://0.0.0.0:N/healthz (default: none)",
     )
+    operator.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="serve GET /metrics (Prometheus's text format) on http://0.0.0.0:N "
+        '(FERRYMAN_OPERATOR_METRICS_PORT; default 0 = off; README.md, "Metrics and logs")',
+    )
     operator.set_defaults(handler=cmd_operator)
     crd = commands.add_parser(
         "crd", help="print the MigrationRun CRD generated from the models (or write it)"
@@ -59,7 +67,9 @@ def cmd_operator(args: argparse.Namespace, _: Any) -> int:
     from ferryman_operator import main, settings
 
     namespaces = [] if args.all_namespaces else (args.operator_namespaces or None)
-    config = settings.load(namespaces=namespaces, liveness_port=args.liveness_port)
+    config = settings.load(
+        namespaces=namespaces, liveness_port=args.liveness_port, metrics_port=args.metrics_port
+    )
     return main.run(config)
 
 

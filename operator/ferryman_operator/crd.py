@@ -39,6 +39,7 @@ PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Skipped", "type": "integer", "jsonPath": ".status.rowsSkipped", "priority": 1},
     {"name": "Failed", "type": "integer", "jsonPath": ".status.rowsFailed", "priority": 1},
+    {"name": "ETA", "type": "string", "jsonPath": ".status.eta.remaining", "priority": 1},
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
 ]
 _DROPPED: Final = frozenset({"title", "additionalProperties", "const"})

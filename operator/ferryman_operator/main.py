@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 import kopf
 from aiohttp import web
 
-from ferryman_operator import handlers
+from ferryman_operator import handlers, metrics
 from ferryman_operator.database import Database
 from ferryman_operator.errors import SettingsError
 from ferryman_operator.kube import Kube, api_client
@@ -43,28 +43,38 @@ async def _main(settings: OperatorSettings, url: str) -> int:
     kube = Kube(api_client())
     lease = Lease(kube, settings)
     db = Database(url, settings.db_connections)
-    workers = Workers(db, kube, settings.default_lane_width)
+    seen = metrics.OperatorMetrics()
+    workers = Workers(db, kube, settings.default_lane_width, seen)
     try:
-        while True:
-            async with _standby_health(settings.liveness_port):
-                await lease.acquire()
-            if not await _lead(settings, lease, kube, db, workers):
-                return 0
-            log.warning(
-                "lost the Lease (the API server unreachable?): standing by until it is ours again"
-            )
+        async with metrics.serve(settings.metrics_port, seen):
+            while True:
+                async with _standby_health(settings.liveness_port):
+                    await lease.acquire()
+                seen.leading(True)
+                if not await _lead(settings, lease, kube, db, workers, seen):
+                    return 0
+                seen.leading(False)
+                log.warning(
+                    "lost the Lease (the API server unreachable?): standing by until it is ours "
+                    "again"
+                )
     finally:
         db.close()
 
 
 async def _lead(
-    settings: OperatorSettings, lease: Lease, kube: Kube, db: Database, workers: Workers
+    settings: OperatorSettings,
+    lease: Lease,
+    kube: Kube,
+    db: Database,
+    workers: Workers,
+    seen: metrics.OperatorMetrics,
 ) -> bool:
     """Run kopf while this process holds the Lease; True if it ended because the Lease was
     lost (then the caller stands by for it again), False on a clean stop (SIGTERM)."""
     lease.lost = False
     stop = asyncio.Event()
-    registry = handlers.build(settings, Runs(db, kube, workers))
+    registry = handlers.build(settings, Runs(db, kube, workers, seen), seen)
     pool_namespace = settings.pool_namespace or settings.lease_namespace
     keeper = asyncio.create_task(lease.keep(stop))
     sizing = asyncio.create_task(workers.watch(pool_namespace, settings.pool_interval))

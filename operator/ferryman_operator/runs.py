@@ -16,6 +16,7 @@ from typing import Any
 from ferryman_operator.database import Database
 from ferryman_operator.errors import DatabaseUnavailable
 from ferryman_operator.kube import Kube
+from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.reconcile import admission, conditions, lifecycle, status
 from ferryman_operator.reconcile.admission import Candidate
 from ferryman_operator.reconcile.events import Event, between
@@ -50,20 +51,35 @@ def candidate(body: Mapping[str, Any]) -> Candidate:
 
 
 class Runs:
-    def __init__(self, db: Database, kube: Kube, workers: Workers) -> None:
+    def __init__(
+        self, db: Database, kube: Kube, workers: Workers, metrics: OperatorMetrics
+    ) -> None:
         self._db, self._kube, self._workers = db, kube, workers
+        self._metrics = metrics
         self._locks: dict[str, asyncio.Lock] = {}
         self._written: dict[str, dict[str, Any]] = {}
 
-    async def sync(self, body: Mapping[str, Any], patch: Any, others: Iterable[Candidate]) -> None:
-        """Reconcile the run ``body``; the new status goes into kopf's ``patch``."""
+    async def sync(
+        self,
+        body: Mapping[str, Any],
+        patch: Any,
+        others: Iterable[Candidate],
+        handler: str = "sync",
+    ) -> None:
+        """Reconcile the run ``body``; the new status goes into kopf's ``patch``. ``handler``
+        names the kopf handler in the metrics."""
         me = candidate(body)
         lock = self._locks.setdefault(me.key, asyncio.Lock())
         async with lock:
-            await self._sync(body, patch, me, list(others))
+            await self._sync(body, patch, me, list(others), handler)
 
     async def _sync(
-        self, body: Mapping[str, Any], patch: Any, me: Candidate, others: list[Candidate]
+        self,
+        body: Mapping[str, Any],
+        patch: Any,
+        me: Candidate,
+        others: list[Candidate],
+        handler: str,
     ) -> None:
         now = datetime.datetime.now(datetime.UTC)
         meta = body["metadata"]
@@ -87,9 +103,12 @@ class Runs:
         else:
             look = await self._observe(run, body, old, me, others, workers, now)
         new = status.compute(old, look.seen, meta.get("generation"), now)
+        self._metrics.status_changed(old, new)
+        if look.seen.database_error is not None:
+            self._metrics.reconcile_error(handler, look.seen.database_error)
         if look.retried is not None:
             new["lastRetry"] = look.retried
-        events.post(body, [*look.events, *between(old, new)])
+        events.post(body, [*look.events, *between(old, new, look.seen.progress)])
         for key, value in new.items():
             if stored.get(key) != value:
                 patch.status[key] = value
@@ -216,7 +235,9 @@ def _look(
         if progress.state is contract.RunState.RUNNING
         else None
     )
-    look.seen = Observation(workers, progress=progress, retrying=retrying)
+    running = progress.state is contract.RunState.RUNNING
+    eta = contract.eta(conn, progress.id) if running else None
+    look.seen = Observation(workers, progress=progress, retrying=retrying, eta=eta)
     return look
 
 

@@ -49,6 +49,9 @@ class OperatorSettings(BaseSettings):
     liveness_port: int | None = Field(default=None, ge=1, le=65535)
     """Port of the liveness endpoint ``/healthz``; None: no endpoint."""
 
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    """Port of ``GET /metrics`` (Prometheus's text format) on every address; 0 = off."""
+
     status_interval: float = Field(default=5.0, gt=0)
     """Seconds between two status refreshes of a live run (and admission tries of a queued
     one)."""

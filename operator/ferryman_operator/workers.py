@@ -10,6 +10,7 @@ import logging
 from ferryman_operator.database import Database
 from ferryman_operator.errors import DatabaseUnavailable, PoolSpecError
 from ferryman_operator.kube import Kube
+from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.reconcile import pool
 from ferryman_operator.reconcile.conditions import Wanted
 from ferryman_worker import contract
@@ -20,8 +21,11 @@ log = logging.getLogger("ferryman.operator.workers")
 class Workers:
     """The verdicts on every pool spec seen, by ``namespace/fullname``."""
 
-    def __init__(self, db: Database, kube: Kube, default_width: int) -> None:
+    def __init__(
+        self, db: Database, kube: Kube, default_width: int, metrics: OperatorMetrics
+    ) -> None:
         self._db, self._kube = db, kube
+        self._metrics = metrics
         self._default_width = default_width
         self.verdicts: dict[str, pool.Sizing] = {}
         self._warned: dict[str, str] = {}
@@ -47,8 +51,10 @@ class Workers:
             try:
                 await self.check_all(namespace)
             except DatabaseUnavailable as exc:
+                self._metrics.reconcile_error("pool", exc)
                 log.warning("pool spec: cannot read the connection budget: %s", exc)
-            except Exception:  # an API error: logged, tried again next round
+            except Exception as exc:  # an API error: logged, tried again next round
+                self._metrics.reconcile_error("pool", exc)
                 log.exception("pool spec: check failed; trying again in %.0f s", interval)
             await asyncio.sleep(interval)
 
@@ -58,6 +64,8 @@ class Workers:
         for key in [k for k in self.verdicts if k.startswith(f"{namespace}/")]:
             if key.split("/", 1)[1] not in names:
                 del self.verdicts[key]
+                namespace_of, name = key.split("/", 1)
+                self._metrics.sizing.forget(namespace_of, name)
         for name in sorted(names):
             await self.sync(namespace, name)
 
@@ -67,6 +75,7 @@ class Workers:
         maps = await self._kube.configmaps(namespace, f"{pool.POOL_SPEC_LABEL}={fullname}")
         if not maps:
             self.verdicts.pop(key, None)
+            self._metrics.sizing.forget(namespace, fullname)
             return
         config = maps[0]
         try:
@@ -78,6 +87,7 @@ class Workers:
             budget = await self._db.run(contract.connection_budget)
             sizing = pool.size(spec, budget)
         self.verdicts[key] = sizing
+        self._metrics.sizing.set(namespace, fullname, sizing)
         deployments = await self._kube.deployments(namespace, f"{pool.WORKERS_LABEL}={fullname}")
         for deployment in deployments:
             await self._apply(key, deployment, sizing)

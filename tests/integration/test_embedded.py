@@ -9,37 +9,21 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 
 import pytest
-from migration import SECRET
+from runfiles import command_env, run_file
 from tests.democrm.server_fixture import DemoCRM
 
-from ferryman_worker.engine.runtime import credential_env_var
-
 FERRYMAN = str(pathlib.Path(sys.executable).with_name("ferryman"))  # the venv's console script
-RUN = """\
-apiVersion: ferryman.dev/v1alpha1
-kind: MigrationRun
-metadata: {{name: acme-crm}}
-spec:
-  workspace: acme
-  source:
-    provider: democrm
-    baseURL: {url}
-    credentialsSecretRef: {{name: democrm-token, key: token}}
-  options: {{pageSize: {page_size}}}
-"""
 
 
 def _env(folder: pathlib.Path, api_key: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FERRYMAN_")}
-    env["FERRYMAN_EMBEDDED_DIR"] = str(folder)
-    env["FERRYMAN_LANES"] = "migrations:2"
-    if api_key:
-        env[credential_env_var(SECRET["name"], SECRET["key"])] = api_key
-    return env
+    return command_env(api_key, FERRYMAN_EMBEDDED_DIR=str(folder), FERRYMAN_LANES="migrations:2")
 
 
 def _ferryman(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -48,16 +32,28 @@ def _ferryman(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
     )
 
 
+@pytest.fixture
+def folder() -> Iterator[pathlib.Path]:
+    """Where a test's embedded server lives (not made yet): outside pytest's temporary folders,
+    whose root another pytest session on the machine makes private again (mode 0700) while the
+    server's own user (pgserver's, when run as root) must reach it."""
+    parent = pathlib.Path(tempfile.mkdtemp(prefix="ferryman-embedded-test-"))
+    try:
+        yield parent / "pg"
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
 def _running(folder: pathlib.Path) -> bool:
     """A server runs on the folder: its postmaster.pid exists (a clean stop removes it)."""
     return (folder / "postmaster.pid").exists()
 
 
-def test_a_bad_run_file_is_refused_before_any_server_starts(tmp_path: pathlib.Path) -> None:
-    folder = tmp_path / "pg"
-    path = tmp_path / "run.yaml"
-    path.write_text(RUN.format(url="http://127.0.0.1:1", page_size=0))
-    result = _ferryman("run", str(path), env=_env(folder))
+def test_a_bad_run_file_is_refused_before_any_server_starts(
+    tmp_path: pathlib.Path, folder: pathlib.Path
+) -> None:
+    path = run_file(tmp_path, "http://127.0.0.1:1", page_size=0)
+    result = _ferryman("run", path, env=_env(folder))
     assert result.returncode == 2, result.stderr
     assert "spec.options.pageSize" in result.stderr
     assert not folder.exists()  # not started, not even initialised
@@ -65,9 +61,8 @@ def test_a_bad_run_file_is_refused_before_any_server_starts(tmp_path: pathlib.Pa
 
 @pytest.mark.slow
 def test_commands_that_start_the_server_stop_it_and_say_nothing_of_it(
-    tmp_path: pathlib.Path,
+    folder: pathlib.Path,
 ) -> None:
-    folder = tmp_path / "pg"
     first = _ferryman("db", "migrate", env=_env(folder))
     assert first.returncode == 0, first.stderr
     assert (folder / "PG_VERSION").exists() and not _running(folder)
@@ -79,12 +74,12 @@ def test_commands_that_start_the_server_stop_it_and_say_nothing_of_it(
 
 
 @pytest.mark.slow
-def test_the_summary_suggests_a_command_that_works_when_pasted(tmp_path: pathlib.Path) -> None:
-    folder = tmp_path / "pg"
+def test_the_summary_suggests_a_command_that_works_when_pasted(
+    tmp_path: pathlib.Path, folder: pathlib.Path
+) -> None:
     with DemoCRM.start(seed=41, organizations=300, people=60, deals=10, malformed_rate=0.05) as crm:
-        path = tmp_path / "run.yaml"
-        path.write_text(RUN.format(url=crm.url, page_size=100))
-        result = _ferryman("run", str(path), env=_env(folder, crm.api_key))
+        path = run_file(tmp_path, crm.url)
+        result = _ferryman("run", path, env=_env(folder, crm.api_key))
     assert result.returncode == 0, result.stderr
     assert not _running(folder)
     found = re.search(r"not written: `([^`]+)` lists them", result.stdout)
@@ -102,7 +97,7 @@ def test_the_summary_suggests_a_command_that_works_when_pasted(tmp_path: pathlib
 
 
 def test_a_restarted_server_is_stopped_even_when_a_killed_process_had_attached(
-    tmp_path: pathlib.Path,
+    folder: pathlib.Path,
 ) -> None:
     """The chaos tests restart the session's server, and a process that attached to a server
     (pgserver counts its users) may die by SIGKILL without detaching. Stopping the server must
@@ -110,7 +105,6 @@ def test_a_restarted_server_is_stopped_even_when_a_killed_process_had_attached(
     own cleanup leaves the server to the users it still counts) and delete its folder."""
     from ferryman_worker.db import embedded
 
-    folder = tmp_path / "pg"
     folder.mkdir()
     server = embedded.start(folder, cleanup="delete")
     attach = (

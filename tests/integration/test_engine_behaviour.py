@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from migration import (
     check_against_truth,
     credential,
     engine_worker,
+    ready_task_jobs,
     request,
     start_run,
     state,
@@ -68,27 +70,19 @@ def test_two_runs_on_one_lane_progress_together(db_url: str) -> None:
         credential(crm.api_key),
         engine_worker(db_url, lanes="migrations:2"),
     ):
-        first = start_run(
-            db_url,
-            request(
-                crm.url,
-                name="a",
-                workspace="ws-a",
-                kinds=["organizations"],
-                page_size=100,
-                max_in_flight=2,
-            ),
-        )
-        second = start_run(
-            db_url,
-            request(
-                crm.url,
-                name="b",
-                workspace="ws-b",
-                kinds=["organizations"],
-                page_size=100,
-                max_in_flight=2,
-            ),
+        first, second = (
+            start_run(
+                db_url,
+                request(
+                    crm.url,
+                    name=name,
+                    workspace=f"ws-{name}",
+                    kinds=["organizations"],
+                    page_size=100,
+                    max_in_flight=2,
+                ),
+            )
+            for name in ("a", "b")
         )
         wait_for(lambda: state(db_url, first)["rows_written"] >= 600, 60, "the first run")
         midway = state(db_url, second)
@@ -98,21 +92,30 @@ def test_two_runs_on_one_lane_progress_together(db_url: str) -> None:
         assert wait_finished(db_url, second)["state"] == "succeeded"
 
 
+def _stopped_midway(
+    db_url: str, url: str, stop: Callable[[connect.Connection, int], bool], rows: int
+) -> tuple[int, dict[str, Any]]:
+    """A run started, then stopped by ``stop`` (it says it did) once it wrote ``rows`` rows: its
+    tasks stopped and every task job ended (the queued ones exit at their claim). Returns the
+    run's id and its state when its tasks had stopped."""
+    run_id = start_run(db_url, request(url, page_size=50))
+    wait_for(lambda: state(db_url, run_id)["rows_written"] > rows, 30, "progress")
+    with connect.connect(db_url) as conn:
+        assert stop(conn, run_id)
+    wait_for(lambda: state(db_url, run_id)["tasks_running"] == 0, 10, "tasks to stop")
+    stopped = state(db_url, run_id)
+    wait_for(lambda: ready_task_jobs(db_url) == 0, 20, "the run's jobs to end")
+    return run_id, stopped
+
+
 def test_suspend_stops_at_a_window_boundary_and_resume_finishes(db_url: str) -> None:
     with (
         DemoCRM.start(seed=13, latency_ms=30, **MEDIUM) as crm,
         credential(crm.api_key),
         engine_worker(db_url, lanes="migrations:2"),
     ):
-        run_id = start_run(db_url, request(crm.url, page_size=50))
-        wait_for(lambda: state(db_url, run_id)["rows_written"] > 200, 30, "progress")
-        with connect.connect(db_url) as conn:
-            assert runs.suspend(conn, run_id)
-        wait_for(lambda: state(db_url, run_id)["tasks_running"] == 0, 10, "tasks to stop")
-        paused = state(db_url, run_id)["rows_written"]
-        # every task job ended (the queued ones exit at their claim): nothing is left to write
-        wait_for(lambda: _ready_task_jobs(db_url) == 0, 20, "the run's jobs to end")
-        assert state(db_url, run_id)["rows_written"] == paused
+        run_id, paused = _stopped_midway(db_url, crm.url, runs.suspend, 200)
+        assert state(db_url, run_id)["rows_written"] == paused["rows_written"]
         assert state(db_url, run_id)["tasks_waiting"] > 0  # work left, resumable
         assert state(db_url, run_id)["state"] == "running"
         with connect.connect(db_url) as conn:
@@ -129,13 +132,7 @@ def test_cancel_stops_the_run_for_good(db_url: str) -> None:
         credential(crm.api_key),
         engine_worker(db_url, lanes="migrations:2"),
     ):
-        run_id = start_run(db_url, request(crm.url, page_size=50))
-        wait_for(lambda: state(db_url, run_id)["rows_written"] > 100, 30, "progress")
-        with connect.connect(db_url) as conn:
-            assert runs.cancel(conn, run_id)
-        wait_for(lambda: state(db_url, run_id)["tasks_running"] == 0, 10, "tasks to stop")
-        final = state(db_url, run_id)
-        wait_for(lambda: _ready_task_jobs(db_url) == 0, 20, "the run's jobs to end")
+        run_id, final = _stopped_midway(db_url, crm.url, runs.cancel, 100)
     assert final["state"] == "cancelled"
     assert state(db_url, run_id)["rows_written"] == final["rows_written"]
     assert final["rows_written"] < 1500
@@ -358,12 +355,3 @@ def test_a_failed_run_is_not_reopened_while_its_workspace_has_another_live_run(
             ).fetchone()
     assert after is not None and after["state"] == "failed" and after["error"]
     assert tasks is not None and tasks["n"] >= 1  # nothing was reopened
-
-
-def _ready_task_jobs(db_url: str) -> int:
-    with connect.connect(db_url) as conn:
-        row = conn.execute(
-            "SELECT count(*) AS n FROM ferryman_jobs"
-            " WHERE name = 'ferryman.task' AND status = 'ready'"
-        ).fetchone()
-    return int(row["n"]) if row else 0

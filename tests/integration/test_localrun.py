@@ -2,41 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 import signal
 import subprocess
 import sys
 
-from migration import SECRET, check_against_truth
+from migration import check_against_truth
+from runfiles import command_env, run_file
 from tests.democrm.server_fixture import DemoCRM
 from workers import scalar, wait_for
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
-from ferryman_worker.engine.runtime import credential_env_var
-
-RUN = """\
-apiVersion: ferryman.dev/v1alpha1
-kind: MigrationRun
-metadata: {{name: acme-crm}}
-spec:
-  workspace: acme
-  source:
-    provider: democrm
-    baseURL: {url}
-    credentialsSecretRef: {{name: democrm-token, key: token}}
-  options: {{pageSize: 100}}
-"""
 
 
 def _env(db_url: str, api_key: str | None) -> dict[str, str]:
-    env = {**os.environ, "FERRYMAN_DATABASE_URL": db_url, "FERRYMAN_LANES": "migrations:3"}
-    variable = credential_env_var(SECRET["name"], SECRET["key"])
-    env.pop(variable, None)
-    if api_key:
-        env[variable] = api_key
-    return env
+    return command_env(api_key, FERRYMAN_DATABASE_URL=db_url, FERRYMAN_LANES="migrations:3")
 
 
 def _ferryman(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -49,15 +30,9 @@ def _ferryman(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
-def _file(tmp_path: pathlib.Path, url: str, text: str = RUN) -> str:
-    path = tmp_path / "run.yaml"
-    path.write_text(text.format(url=url))
-    return str(path)
-
-
 def test_a_run_file_runs_to_the_end_with_a_summary(tmp_path: pathlib.Path, db_url: str) -> None:
     with DemoCRM.start(seed=31, organizations=900, people=300, deals=40) as crm:
-        proc = _ferryman("run", _file(tmp_path, crm.url), env=_env(db_url, crm.api_key))
+        proc = _ferryman("run", run_file(tmp_path, crm.url), env=_env(db_url, crm.api_key))
         out, err = proc.communicate(timeout=120)
         truth = crm.truth()
     assert proc.returncode == 0, err
@@ -96,7 +71,7 @@ def test_a_run_file_runs_to_the_end_with_a_summary(tmp_path: pathlib.Path, db_ur
 
 def test_ctrl_c_suspends_and_the_same_command_resumes(tmp_path: pathlib.Path, db_url: str) -> None:
     with DemoCRM.start(seed=32, organizations=3000, people=600, deals=100, latency_ms=40) as crm:
-        path, env = _file(tmp_path, crm.url), _env(db_url, crm.api_key)
+        path, env = run_file(tmp_path, crm.url), _env(db_url, crm.api_key)
         first = _ferryman("run", path, env=env)
         wait_for(lambda: _rows(db_url) > 300, 60, "progress")
         first.send_signal(signal.SIGINT)
@@ -115,10 +90,8 @@ def test_ctrl_c_suspends_and_the_same_command_resumes(tmp_path: pathlib.Path, db
 
 
 def test_bad_yaml_names_the_field(tmp_path: pathlib.Path, db_url: str) -> None:
-    bad = RUN.replace("pageSize: 100", "pageSize: 1000").replace(
-        "workspace: acme", "workspace: Acme"
-    )
-    proc = _ferryman("run", _file(tmp_path, "http://127.0.0.1:1", bad), env=_env(db_url, "k"))
+    bad = run_file(tmp_path, "http://127.0.0.1:1", page_size=1000, workspace="Acme")
+    proc = _ferryman("run", bad, env=_env(db_url, "k"))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "spec.options.pageSize: must be at most 500" in err
@@ -126,7 +99,7 @@ def test_bad_yaml_names_the_field(tmp_path: pathlib.Path, db_url: str) -> None:
 
 
 def test_a_missing_credential_says_where_to_put_it(tmp_path: pathlib.Path, db_url: str) -> None:
-    proc = _ferryman("run", _file(tmp_path, "http://127.0.0.1:1"), env=_env(db_url, None))
+    proc = _ferryman("run", run_file(tmp_path, "http://127.0.0.1:1"), env=_env(db_url, None))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "FERRYMAN_CREDENTIAL_DEMOCRM_TOKEN_TOKEN" in err
@@ -138,7 +111,7 @@ def _rows(db_url: str) -> int:
 
 def test_a_failed_run_is_retried_from_its_checkpoints(tmp_path: pathlib.Path, db_url: str) -> None:
     with DemoCRM.start(seed=33, organizations=600, people=200, deals=20) as crm:
-        path = _file(tmp_path, crm.url)
+        path = run_file(tmp_path, crm.url)
         first = _ferryman("run", path, env=_env(db_url, "a-wrong-key"))
         out, err = first.communicate(timeout=60)
         assert first.returncode == 1, err

@@ -12,7 +12,7 @@ import ferryman_testjobs as tj
 import httpx
 from faulty import PASSWORD, TOKEN, faulty_crm, worker_process
 from migration import request, start_run, wait_finished
-from prometheus_client.parser import text_string_to_metric_families
+from scrape import has, scrape, total
 from workers import SUPPORT, wait_for
 
 from ferryman_worker.db import connect
@@ -20,30 +20,7 @@ from ferryman_worker.engine.ratelimit import credential_key
 from ferryman_worker.providers.democrm import BODY_COST, LISTING_COST
 from ferryman_worker.queue import enqueue
 
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 LISTINGS = ("/v1/organizations", "/v1/people", "/v1/deals", "/v1/deals/{id}/messages")
-
-
-def scrape(port: int) -> tuple[str, Samples]:
-    response = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
-    assert response.status_code == 200
-    assert response.headers["content-type"].startswith("text/plain; version=")
-    samples: Samples = {}
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            samples[sample.name, frozenset(sample.labels.items())] = sample.value
-    return response.text, samples
-
-
-def total(samples: Samples, name: str, **labels: str) -> float:
-    """The sum of ``name``'s samples whose labels include ``labels``."""
-    wanted = set(labels.items())
-    return sum(v for (n, ls), v in samples.items() if n == name and wanted <= ls)
-
-
-def has(samples: Samples, name: str, **labels: str) -> bool:
-    wanted = set(labels.items())
-    return any(n == name and wanted <= ls for (n, ls) in samples)
 
 
 def db(db_url: str, query: str, *params: Any) -> dict[str, Any]:

@@ -6,6 +6,8 @@ for real. A test that forges a stall in SQL says why no real event produces that
 
 from __future__ import annotations
 
+import os
+import pathlib
 import signal
 import time
 from typing import Any
@@ -18,6 +20,7 @@ from migration import (
     check_against_truth,
     credential,
     engine_worker,
+    ready_task_jobs,
     request,
     start_run,
     state,
@@ -25,12 +28,13 @@ from migration import (
 )
 from psycopg.types.json import Jsonb
 from tests.democrm.server_fixture import DemoCRM
-from workers import Subprocess, scalar, wait_for
+from workers import Subprocess, wait_for
 
 from ferryman_worker.db import connect, queries
 from ferryman_worker.engine import runs, windows
 from ferryman_worker.engine.runtime import credential_env_var
 from ferryman_worker.engine.schedule import enqueue_tasks
+from ferryman_worker.queue import admin
 from ferryman_worker.reaper import EngineSweeps, reap, sweep_engine
 from ferryman_worker.settings import Settings
 
@@ -69,8 +73,10 @@ def test_nothing_stalled_means_nothing_done(conn: connect.Connection) -> None:
 def test_a_dead_claim_is_released_and_the_task_queued_again(conn: connect.Connection) -> None:
     _started(conn)
     first = _tasks(conn)[0]["id"]
-    # Forged: job 999 does not exist. No real event deletes a running task's job (prune takes
-    # finished jobs only; see the real tests below); this guards the sweep's "job is over" arm.
+    # Forged: job 999 does not exist. Prune deletes finished jobs only, and in the same reap
+    # after this sweep released any task they left running: only a hand deletes the job of a
+    # running task. The real "job is over" is a discarded job, in
+    # test_a_task_whose_job_was_discarded_after_the_queue_gave_up_is_released_and_finishes.
     conn.execute(
         "UPDATE ferryman_tasks SET status = 'running', job_id = 999 WHERE id = %s", (first,)
     )
@@ -175,9 +181,17 @@ def test_a_run_whose_heartbeat_stopped_gets_new_jobs_for_queued_tasks_whose_jobs
 
 
 def test_a_run_whose_failed_task_did_not_fail_it_is_failed(conn: connect.Connection) -> None:
+    """Forged, because no real event leaves a failed task in a running run: every write that
+    fails a task fails its run in the same commit. A job fails its task in ``tasks._fail``:
+    fail_task and finish_run in one ``conn.transaction()`` (a worker killed between them leaves
+    neither: test_a_worker_killed_between_failing_a_task_and_failing_its_run_leaves_neither_failed;
+    a database restart aborts the open transaction the same way, and asynchronous commit loses
+    whole transactions only). The reaper fails a task whose job failed for good together with
+    its run in one statement (fail_tasks_of_failed_jobs in db/sql/engine.sql). The only write
+    that makes a failed run running again, ``runs.retry``, reopens every failed task of it in
+    the same transaction (reopen_run, reopen_tasks). This test guards the sweep alone, against a
+    hand edit or a future writer that breaks that rule."""
     run = _started(conn)
-    # Forged: fail_task and the run's failure are one transaction, and so are the reaper's
-    # failing of a task whose job failed and of its run; this guards the sweep alone.
     conn.execute(
         "UPDATE ferryman_tasks SET status = 'failed', error = 'HTTP 401'"
         " WHERE id = (SELECT min(id) FROM ferryman_tasks)"
@@ -193,18 +207,35 @@ SMALL: dict[str, Any] = {"people": 0, "deals": 0, "malformed_rate": 0.0}
 
 
 def _crashing_worker(
-    db_url: str, api_key: str, point: str, lanes: str = "migrations:2"
+    db_url: str,
+    api_key: str,
+    point: str,
+    lanes: str = "migrations:2",
+    stops: str = "",
+    stop_log: pathlib.Path | None = None,
 ) -> Subprocess:
-    """A ``ferryman worker`` process that SIGKILLs itself at ``point`` (ferryman_crashhooks)."""
+    """A ``ferryman worker`` process that SIGKILLs itself at ``point``, and SIGSTOPs itself at
+    each of ``stops``, saying which in ``stop_log`` (ferryman_crashhooks)."""
     env = {
         credential_env_var(SECRET["name"], SECRET["key"]): api_key,
         "FERRYMAN_IMPORTS": "ferryman_testjobs,ferryman_crashhooks",
         "FERRYMAN_TEST_CRASH_AT": point,
+        "FERRYMAN_TEST_STOP_AT": stops,
+        "FERRYMAN_TEST_STOP_LOG": str(stop_log or os.devnull),
     }
     proc = Subprocess(db_url, lanes, env)
-    if not point:  # one that crashes may die before a poll sees it start
+    if not point and not stops:  # one that crashes or stops may do so before a poll sees it
         proc.wait_ready()
     return proc
+
+
+def _stopped_at(proc: Subprocess, stop_log: pathlib.Path, point: str) -> bool:
+    """The process stopped itself at ``point``, its last stop: every thread in state T (the
+    first to stop may not be the one that stopped the process, which can still send a query)."""
+    said = stop_log.read_text().split() if stop_log.exists() else []
+    threads = pathlib.Path(f"/proc/{proc.pid}/task").glob("*/stat")
+    states = {stat.read_text().rpartition(")")[2].split()[0] for stat in threads}
+    return said[-1:] == [point] and states == {"T"}
 
 
 def _died(proc: Subprocess, timeout: float = 30) -> None:
@@ -234,6 +265,73 @@ def _task_rows(db_url: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
+def test_a_suspend_and_resume_within_one_window_write_the_window_again(
+    db_url: str, tmp_path: pathlib.Path
+) -> None:
+    """The gate refuses a window because the run is suspended, and the run is resumed before
+    the job looks at its run (``Scope.commit_window`` then ``Scope.gate``). The task is still
+    this job's, so the job writes the same window again and walks on: the run succeeds with no
+    sweep. (Before, the job took the refusal for a lost claim and succeeded with its task
+    stranded, running and its own, until the dead-claim sweep released it.)"""
+    with DemoCRM.start(seed=38, organizations=200, **SMALL) as crm:
+        run_id = start_run(
+            db_url,
+            request(crm.url, kinds=["organizations"], stripes=1, page_size=100, window_size=25),
+        )
+        log = tmp_path / "stops"
+        proc = _crashing_worker(db_url, crm.api_key, "", "migrations:1", "walk,gate", log)
+        try:
+            wait_for(lambda: _stopped_at(proc, log, "walk"), 30, "a stop as its walk starts")
+            with connect.connect(db_url) as conn:
+                assert runs.suspend(conn, run_id)
+            proc.proc.send_signal(signal.SIGCONT)  # its first window is refused: suspended
+            wait_for(lambda: _stopped_at(proc, log, "gate"), 30, "a stop at the gate")
+            with connect.connect(db_url) as conn:
+                assert runs.resume(conn, run_id) == []  # its task is running: nothing to queue
+            proc.proc.send_signal(signal.SIGCONT)
+            final = wait_finished(db_url, run_id, timeout=60)
+            truth = crm.truth()
+        finally:
+            proc.proc.send_signal(signal.SIGCONT)
+            proc.stop()
+    assert final["state"] == "succeeded", final["error"]
+    check_against_truth(db_url, truth, kinds=("organizations",))
+    tasks = _task_rows(db_url)
+    assert [(t["status"], t["attempts"]) for t in tasks] == [("done", 1)] * len(tasks)
+    assert {j["status"] for j in _task_jobs(db_url)} == {"succeeded"}  # none released
+
+
+@pytest.mark.slow
+def test_a_worker_killed_between_failing_a_task_and_failing_its_run_leaves_neither_failed(
+    db_url: str,
+) -> None:
+    """Why the stand-alone failed-task sweep (a failed task in a running run) has only a forged
+    test: the one place a job fails its task, ``tasks._fail``, fails the task and the run in one
+    ``conn.transaction()``; a worker SIGKILLed between the two statements (a crash hook) leaves
+    neither failed, and the same job, run again, fails both."""
+    with DemoCRM.start(seed=39, organizations=40, **SMALL) as crm:
+        run_id = start_run(db_url, request(crm.url, kinds=["organizations"], stripes=1))
+        _died(_crashing_worker(db_url, "a-wrong-key", "fail"))  # HTTP 401: the task fails at once
+        (task,) = _task_rows(db_url)
+        assert (task["status"], task["attempts"]) == ("running", 1)  # its failure rolled back
+        assert state(db_url, run_id)["state"] == "running"
+        sweeps = _sweep(db_url)
+        assert (sweeps.failed_tasks, sweeps.failed_runs, sweeps.released, sweeps.queued) == (
+            0,
+            0,
+            0,
+            0,
+        )
+        with credential("a-wrong-key"), engine_worker(db_url):  # the same job takes it back
+            final = wait_finished(db_url, run_id, timeout=60)
+    assert final["state"] == "failed" and "HTTP 401" in final["error"]
+    (task,) = _task_rows(db_url)
+    assert (task["status"], task["attempts"]) == ("failed", 2)
+    assert [j["status"] for j in _task_jobs(db_url)] == ["failed"]
+    assert _sweep(db_url).failed_runs == 0
+
+
+@pytest.mark.slow
 def test_a_task_waiting_out_its_backoff_keeps_its_job_attempts_and_backoff(db_url: str) -> None:
     with (
         DemoCRM.start(seed=31, organizations=40, error_rate=1.0, **SMALL) as crm,
@@ -260,23 +358,57 @@ def test_a_task_waiting_out_its_backoff_keeps_its_job_attempts_and_backoff(db_ur
     assert _task_rows(db_url)[0]["attempts"] == 2  # the same task, claimed twice by one job
 
 
+def _queue_gives_up_on_the_task_job(db_url: str, run_id: int, api_key: str) -> dict[str, Any]:
+    """The run's one task job kills its worker twice (a crash hook as its walk starts), and the
+    queue gives up on it (ProcessDied) with nothing failing its task. Returns the job."""
+    with connect.connect(db_url) as conn:
+        # Shortens the queue's patience from 25 claims to 2; the deaths below are real.
+        conn.execute("UPDATE ferryman_jobs SET max_attempts = 2")
+    for _ in range(2):
+        _died(_crashing_worker(db_url, api_key, "walk"))
+    with credential(api_key), engine_worker(db_url):  # the queue gives up on the job
+        wait_for(lambda: _task_jobs(db_url)[0]["status"] == "failed", 30, "ProcessDied")
+    (job,) = _task_jobs(db_url)
+    assert "ProcessDied" in job["last_error"]
+    assert _task_rows(db_url)[0]["status"] == "running"  # nothing failed it yet
+    assert state(db_url, run_id)["state"] == "running"
+    return job
+
+
+@pytest.mark.slow
+def test_a_task_whose_job_was_discarded_after_the_queue_gave_up_is_released_and_finishes(
+    db_url: str,
+) -> None:
+    """The other real task whose job is over without ending it: a user discards the failed job
+    (``ferryman jobs discard``) before the reaper failed its task. A discarded job is over, so
+    the dead-claim sweep releases the task and the refill gives it a new job."""
+    with DemoCRM.start(seed=40, organizations=10, **SMALL) as crm:
+        run_id = start_run(db_url, request(crm.url, kinds=["organizations"], stripes=1))
+        job = _queue_gives_up_on_the_task_job(db_url, run_id, crm.api_key)
+        with connect.connect(db_url) as conn:
+            assert admin.discard_failed(conn, [job["id"]]) == 1  # what the command runs
+        sweeps = _sweep(db_url)
+        assert (sweeps.failed_tasks, sweeps.released, sweeps.refilled_runs, sweeps.queued) == (
+            0,
+            1,
+            1,
+            1,
+        )
+        with credential(crm.api_key), engine_worker(db_url):  # no crash hook: it walks
+            final = wait_finished(db_url, run_id, timeout=60)
+        truth = crm.truth()
+    assert final["state"] == "succeeded", final["error"]
+    check_against_truth(db_url, truth, kinds=("organizations",))
+    assert [j["status"] for j in _task_jobs(db_url)] == ["discarded", "succeeded"]
+
+
 @pytest.mark.slow
 def test_a_task_whose_worker_keeps_dying_fails_its_run_once_the_queue_gives_up(
     db_url: str,
 ) -> None:
     with DemoCRM.start(seed=32, organizations=10, **SMALL) as crm:
         run_id = start_run(db_url, request(crm.url, kinds=["organizations"], stripes=1))
-        with connect.connect(db_url) as conn:
-            # Shortens the queue's patience from 25 claims to 2; the deaths below are real.
-            conn.execute("UPDATE ferryman_jobs SET max_attempts = 2")
-        for _ in range(2):
-            _died(_crashing_worker(db_url, crm.api_key, "walk"))
-        with credential(crm.api_key), engine_worker(db_url):  # the queue gives up on the job
-            wait_for(lambda: _task_jobs(db_url)[0]["status"] == "failed", 30, "ProcessDied")
-        (job,) = _task_jobs(db_url)
-        assert "ProcessDied" in job["last_error"]
-        assert _task_rows(db_url)[0]["status"] == "running"  # nothing failed it yet
-        assert state(db_url, run_id)["state"] == "running"
+        _queue_gives_up_on_the_task_job(db_url, run_id, crm.api_key)
         sweeps = _sweep(db_url)
         assert (sweeps.failed_tasks, sweeps.failed_runs, sweeps.released) == (1, 1, 0)
         assert sweeps.queued == 0 and len(_task_jobs(db_url)) == 1  # no new job, no new loop
@@ -303,23 +435,13 @@ def test_a_hung_worker_loses_its_tasks_once_stale_and_is_fenced_out_when_it_wake
             with credential(crm.api_key), engine_worker(db_url):
                 final = wait_finished(db_url, run_id, timeout=120)
             hung.proc.send_signal(signal.SIGCONT)  # it finds its tasks gone at its next window
-            wait_for(lambda: _ready_task_jobs(db_url) == 0, 30, "the woken worker to let go")
+            wait_for(lambda: ready_task_jobs(db_url) == 0, 30, "the woken worker to let go")
             truth = crm.truth()
         finally:
             hung.proc.send_signal(signal.SIGCONT)
             hung.stop()
     assert final["state"] == "succeeded", final["error"]
     check_against_truth(db_url, truth, kinds=("organizations",))
-
-
-def _ready_task_jobs(db_url: str) -> int:
-    return int(
-        scalar(
-            db_url,
-            "SELECT count(*) FROM ferryman_jobs j WHERE j.name = 'ferryman.task'"
-            " AND j.status = 'ready'",
-        )
-    )
 
 
 @pytest.mark.slow

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.k8s import operator_bench
+from tests.k8s.operator_bench import Bench
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROLPLANE = ROOT / "hack" / "controlplane"
@@ -106,6 +108,21 @@ class ControlPlane:
 
     def kubectl_json(self, *args: str) -> Any:
         return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def env_shell(self, script: str, home: str | None = None) -> subprocess.CompletedProcess[str]:
+        """``script`` in a bash (-euo pipefail) that first evals ``hack/controlplane env`` for
+        this control plane, from a bare PATH (and ``home`` as HOME), as a user's shell would;
+        not checked."""
+        setup = f'eval "$(hack/controlplane env --state-dir {self.state_dir})"\n'
+        return subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", setup + script],
+            cwd=ROOT,
+            env={"PATH": "/usr/bin:/bin", **({"HOME": home} if home else {})},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     @classmethod
     def load(cls, state_dir: Path, home: Path) -> ControlPlane:
@@ -287,3 +304,27 @@ def node(node_control: Node) -> Node:
     """A running node in the session's control plane (added by the first test that asks)."""
     node_control.up()
     return node_control
+
+
+# -- the operator under the chart's RBAC (test_operator*.py) ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def release(
+    controlplane: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Path]]:
+    """The CRD, and the chart's operator RBAC in a release namespace: (namespace, kubeconfig)."""
+    operator_bench.install_crd(controlplane)
+    namespace = f"ferryman-{uuid.uuid4().hex[:6]}"
+    controlplane.kubectl("create", "namespace", namespace)
+    home = tmp_path_factory.mktemp("operator")
+    yield namespace, operator_bench.install_operator_rbac(controlplane, namespace, home)
+    controlplane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+@pytest.fixture
+def world(
+    controlplane: Any, release: tuple[str, Path], namespace: str, db_url: str, tmp_path: Path
+) -> Iterator[Bench]:
+    with operator_bench.bench(controlplane, *release, namespace, db_url, tmp_path) as bench:
+        yield bench

@@ -181,7 +181,15 @@ class Bench:
 
         eventually(leads, timeout, f"{process.name} to hold the Lease")
 
-    def workers(self, count: int = 2, lanes: str = "migrations:2") -> list[Process]:
+    def workers(
+        self,
+        count: int = 2,
+        lanes: str = "migrations:2",
+        pool_size: int | None = None,
+        ports: list[int] | None = None,
+    ) -> list[Process]:
+        """``count`` workers; with ``ports``, worker i serves /metrics on ``ports[i]``."""
+        sized = ["--pool-size", str(pool_size)] if pool_size is not None else []
         env = {
             **os.environ,
             "FERRYMAN_DATABASE_URL": self.db_url,
@@ -189,7 +197,12 @@ class Bench:
             "FERRYMAN_POLL_INTERVAL": "1",
         }
         started = [
-            Process(ferryman("worker", "--lanes", lanes), env, f"worker-{i}") for i in range(count)
+            Process(
+                ferryman("worker", "--lanes", lanes, *sized),
+                {**env, **({"FERRYMAN_METRICS_PORT": str(ports[i])} if ports else {})},
+                f"worker-{i}",
+            )
+            for i in range(count)
         ]
         self.processes += started
         return started
@@ -432,3 +445,45 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     except OSError:
         return True
+
+
+def pool_objects(
+    namespace: str, lanes: str, replicas: int, pool_size: int | None = None
+) -> list[dict[str, Any]]:
+    labels = {"ferryman.dev/workers": "ferryman", "app": "ferryman-worker"}
+    data = {"lanes": lanes, "replicas": str(replicas)}
+    if pool_size is not None:
+        data["poolSize"] = str(pool_size)
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "ferryman-pool",
+                "namespace": namespace,
+                "labels": {"ferryman.dev/pool-spec": "ferryman"},
+            },
+            "data": data,
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "ferryman-worker", "namespace": namespace, "labels": labels},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "ferryman-worker"}},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "worker",
+                                "image": "localhost/ferryman:test",
+                                "env": [{"name": "FERRYMAN_LANES", "value": "migrations:1"}],
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    ]

@@ -94,7 +94,7 @@ def test_helm_lint_strict_is_clean(controlplane: Any) -> None:
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        (("--set", "worker.lanes=migrations"), "/worker/lanes"),
+        (("--set", "worker.lanes=migrations:"), "/worker/lanes"),
         (("--set", "worker.lanes=Migrations:4"), "/worker/lanes"),
         (("--set", "worker.lanes=migrations:0"), "/worker/lanes"),
         (("--set", "worker.lanes=migrations:4;default:2"), "/worker/lanes"),
@@ -128,6 +128,23 @@ def test_the_schema_refuses_bad_values_naming_the_field(
             " heartbeat); set worker.poolSize to at least 13, or leave it empty",
         ),
         (
+            ("--set", "worker.lanes=migrations\\,default:3"),
+            'worker.lanes "migrations,default:3" has 1 lane(s) without a thread count, whose'
+            " threads come from worker.poolSize, which is empty: set worker.poolSize to at least 8",
+        ),
+        (
+            (
+                "--set",
+                "worker.lanes=migrations\\,critical:2\\,default",
+                "--set",
+                "worker.poolSize=7",
+            ),
+            "worker.poolSize 7 leaves 1 thread(s) for the 2 lane(s) of worker.lanes"
+            ' "migrations,critical:2,default" without a thread count (after 4 of the worker\'s own'
+            " connections and 2 for the other lanes), and each needs at least 1: set"
+            " worker.poolSize to at least 8",
+        ),
+        (
             ("--set", "worker.lanes=default:1\\,default:2"),
             'worker.lanes "default:1,default:2" names lane "default" twice',
         ),
@@ -153,6 +170,16 @@ def test_the_templates_refuse_what_the_schema_cannot_express(
         ((), "migrations:4,critical:2,default:3", 13),
         (("--set", "worker.lanes= migrations:2\\, default:1 "), "migrations:2, default:1", 7),
         (("--set", "worker.lanes=migrations:2", "--set", "worker.poolSize=20"), "migrations:2", 20),
+        (
+            (
+                "--set",
+                "worker.lanes=migrations\\,critical:2\\,default",
+                "--set",
+                "worker.poolSize=15",
+            ),
+            "migrations,critical:2,default",
+            15,
+        ),
     ],
 )
 def test_the_worker_deployment_and_pool_spec_follow_shared_interface_3(
@@ -164,7 +191,7 @@ def test_the_worker_deployment_and_pool_spec_follow_shared_interface_3(
     objects = render("--set", "worker.replicas=3", *values)
     [spec_map] = [o for o in objects if o["kind"] == "ConfigMap"]
     assert spec_map["metadata"]["labels"]["ferryman.dev/pool-spec"] == "fm-ferryman"
-    given_pool = "20" if "worker.poolSize=20" in values else ""
+    given_pool = next((v.split("=")[1] for v in values if v.startswith("worker.poolSize=")), "")
     assert spec_map["data"] == {
         "lanes": lanes,
         "replicas": "3",
@@ -215,6 +242,8 @@ def test_every_pod_runs_unprivileged_with_resources_and_the_image(
             "--all-namespaces",
             "--liveness-port",
             "8081",
+            "--metrics-port",
+            "8082",
         ],
         "Deployment/fm-ferryman-worker": ["worker"],
         "CronJob/fm-ferryman-reaper": ["reap"],
@@ -307,7 +336,10 @@ def test_the_operator_runs_alone_and_is_probed(
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "liveness"}
-    assert container["ports"] == [{"name": "liveness", "containerPort": 8081, "protocol": "TCP"}]
+    assert container["ports"] == [
+        {"name": "liveness", "containerPort": 8081, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 8082, "protocol": "TCP"},
+    ]
 
 
 def test_workers_stop_gracefully_and_are_probed(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import textwrap
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import runfiles
 from migration import check_against_truth
 from tcp_postgres import create_database, free_port, tcp_postgres
 from tests.democrm.server_fixture import DemoCRM
@@ -75,19 +75,8 @@ class Release:
 
 
 def run_yaml(name: str, namespace: str, workspace: str, url: str) -> str:
-    return textwrap.dedent(
-        f"""\
-        apiVersion: ferryman.dev/v1alpha1
-        kind: MigrationRun
-        metadata: {{name: {name}, namespace: {namespace}}}
-        spec:
-          workspace: {workspace}
-          source:
-            provider: democrm
-            baseURL: {url}
-            credentialsSecretRef: {{name: democrm-token, key: token}}
-          options: {{pageSize: {PAGE_SIZE}}}
-        """
+    return runfiles.run_yaml(
+        url, name=name, namespace=namespace, workspace=workspace, page_size=PAGE_SIZE
     )
 
 
@@ -121,6 +110,7 @@ def local_values(node: Any, image: str) -> list[str]:
         "image.pullPolicy": "Never",
         "hostNetwork": "true",
         "operator.livenessPort": str(free_port()),
+        "operator.metricsPort": str(free_port()),
         "worker.metricsPort": str(free_port()),
         "worker.replicas": "1",
         "worker.lanes": "migrations:4\\,default:1",

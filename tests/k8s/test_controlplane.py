@@ -13,8 +13,6 @@ import pytest
 
 pytestmark = pytest.mark.k8s
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def running(pid: int) -> bool:
     """Alive and not a zombie (the daemons' parent, `up`, has exited long ago)."""
@@ -33,17 +31,8 @@ def pids(state_dir: Path) -> dict[str, int]:
 def test_eval_env_then_kubectl_and_helm_work_in_a_shell(controlplane: Any, controlplane_cli: Any):
     env = controlplane_cli("env", "--state-dir", str(controlplane.state_dir))
     assert env.returncode == 0, env.stderr
-    script = f'eval "$(hack/controlplane env --state-dir {controlplane.state_dir})"\n'
-    script += "command -v kubectl helm\nkubectl get namespaces -o name\nhelm list -A -q\n"
-    shell = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    script = "command -v kubectl helm\nkubectl get namespaces -o name\nhelm list -A -q\n"
+    shell = controlplane.env_shell(script, home=os.environ.get("HOME", "/tmp"))
     assert shell.returncode == 0, shell.stderr
     lines = shell.stdout.splitlines()
     bin_dir = controlplane.state_dir / "bin"

@@ -3,16 +3,16 @@ runc, from images loaded out of podman; and a host left as it was found once the
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import io
 import json
 import shutil
 import subprocess
 import tarfile
-import textwrap
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,6 @@ import pytest
 
 pytestmark = pytest.mark.node
 
-ROOT = Path(__file__).resolve().parents[2]
 BUSYBOX = Path("/bin/busybox")  # Debian's busybox-static: one static binary, every applet
 APPLETS = ("sh", "sleep", "cat", "echo", "ls", "hostname", "ip", "true", "wget")
 SUBNET_PREFIX = "10.217.0."  # hack/cp/controlplane/node.py SUBNET
@@ -72,8 +71,42 @@ def image(node: Any) -> Iterator[str]:
         remove_podman_image(ref)
 
 
-def apply(controlplane: Any, namespace: str, manifest: str) -> None:
-    controlplane.kubectl("apply", "-n", namespace, "-f", "-", input=textwrap.dedent(manifest))
+def loaded_image(load: Callable[[str], None], name: str, files: dict[str, bytes]) -> str:
+    """A fresh busybox image (with ``files``) loaded by ``load`` into a node's containerd; its
+    podman copy is removed at once (only the node's copy is used)."""
+    ref = f"localhost/ferryman-node-{name}:{uuid.uuid4().hex[:8]}"
+    podman_image(ref, files)
+    try:
+        load(ref)
+    finally:
+        remove_podman_image(ref)
+    return ref
+
+
+def pod_spec(
+    image: str,
+    command: list[str],
+    *,
+    host_network: bool = False,
+    restart: str | None = "Never",
+    **container: Any,
+) -> dict[str, Any]:
+    """A pod spec of one container ``main`` running ``command`` from a loaded image (never
+    pulled); ``restart`` None leaves the restart policy at Always."""
+    main = {"name": "main", "image": image, "imagePullPolicy": "Never", "command": command}
+    spec: dict[str, Any] = {"containers": [{**main, **container}]}
+    if host_network:
+        spec["hostNetwork"] = True
+    if restart:
+        spec["restartPolicy"] = restart
+    return spec
+
+
+def apply(
+    controlplane: Any, namespace: str, kind: str, name: str, spec: dict[str, Any], api: str = "v1"
+) -> None:
+    manifest = {"apiVersion": api, "kind": kind, "metadata": {"name": name}, "spec": spec}
+    controlplane.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
 
 
 def pod_phase(controlplane: Any, namespace: str, name: str) -> str:
@@ -81,30 +114,23 @@ def pod_phase(controlplane: Any, namespace: str, name: str) -> str:
     return str(pod.get("status", {}).get("phase", ""))
 
 
+def run_pod(
+    controlplane: Any, namespace: str, wait_for: Any, name: str, spec: dict[str, Any], phase: str
+) -> None:
+    """Apply pod ``name`` and wait (90 s at most) for it to reach ``phase``."""
+    apply(controlplane, namespace, "Pod", name, spec)
+    wait_for(lambda: pod_phase(controlplane, namespace, name) == phase, timeout=90)
+
+
 def test_a_host_network_deployment_runs(
     controlplane: Any, node: Any, image: str, namespace: str, wait_for: Any
 ):
-    apply(
-        controlplane,
-        namespace,
-        f"""
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata: {{name: web}}
-        spec:
-          replicas: 2
-          selector: {{matchLabels: {{app: web}}}}
-          template:
-            metadata: {{labels: {{app: web}}}}
-            spec:
-              hostNetwork: true
-              containers:
-              - name: main
-                image: {image}
-                imagePullPolicy: Never
-                command: ["sleep", "3600"]
-        """,
-    )
+    template = {
+        "metadata": {"labels": {"app": "web"}},
+        "spec": pod_spec(image, ["sleep", "3600"], host_network=True, restart=None),
+    }
+    deployment = {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": template}
+    apply(controlplane, namespace, "Deployment", "web", deployment, api="apps/v1")
     controlplane.kubectl(
         "rollout", "status", "-n", namespace, "deployment/web", "--timeout=90s", timeout=100
     )
@@ -146,28 +172,9 @@ def test_a_host_network_pod_reaches_a_server_on_the_hosts_loopback(
 ):
     port, marker = loopback_server
     script = f"wget -qO- http://127.0.0.1:{port}/; echo; echo $KUBERNETES_SERVICE_PORT"
-    env = "".join(
-        f"\n              - {{name: {k}, value: '{v}'}}" for k, v in node.in_cluster_env.items()
-    )
-    apply(
-        controlplane,
-        namespace,
-        f"""
-        apiVersion: v1
-        kind: Pod
-        metadata: {{name: client}}
-        spec:
-          hostNetwork: true
-          restartPolicy: Never
-          containers:
-          - name: main
-            image: {image}
-            imagePullPolicy: Never
-            command: ["sh", "-c", "{script}"]
-            env:{env}
-        """,
-    )
-    wait_for(lambda: pod_phase(controlplane, namespace, "client") == "Succeeded", timeout=90)
+    env = [{"name": k, "value": v} for k, v in node.in_cluster_env.items()]
+    spec = pod_spec(image, ["sh", "-c", script], host_network=True, env=env)
+    run_pod(controlplane, namespace, wait_for, "client", spec, "Succeeded")
     logs = controlplane.kubectl("logs", "-n", namespace, "client").stdout.split()
     assert logs == [marker, node.in_cluster_env["KUBERNETES_SERVICE_PORT"]]
 
@@ -175,25 +182,9 @@ def test_a_host_network_pod_reaches_a_server_on_the_hosts_loopback(
 def test_a_pod_network_pod_gets_its_memory_limit_and_answers_exec(
     controlplane: Any, node: Any, image: str, namespace: str, wait_for: Any
 ):
-    apply(
-        controlplane,
-        namespace,
-        f"""
-        apiVersion: v1
-        kind: Pod
-        metadata: {{name: limited}}
-        spec:
-          containers:
-          - name: main
-            image: {image}
-            imagePullPolicy: Never
-            command: ["sleep", "3600"]
-            resources:
-              requests: {{memory: 32Mi}}
-              limits: {{memory: 64Mi}}
-        """,
-    )
-    wait_for(lambda: pod_phase(controlplane, namespace, "limited") == "Running", timeout=90)
+    resources = {"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}
+    spec = pod_spec(image, ["sleep", "3600"], restart=None, resources=resources)
+    run_pod(controlplane, namespace, wait_for, "limited", spec, "Running")
     pod = controlplane.kubectl_json("get", "pod", "-n", namespace, "limited")
     assert pod["status"]["podIP"].startswith(SUBNET_PREFIX)  # the node's CNI bridge
     limit = controlplane.kubectl(
@@ -226,25 +217,9 @@ def test_a_pod_network_pod_gets_its_memory_limit_and_answers_exec(
 def test_a_job_runs_to_complete_and_its_logs_are_read(
     controlplane: Any, node: Any, image: str, namespace: str, wait_for: Any
 ):
-    apply(
-        controlplane,
-        namespace,
-        f"""
-        apiVersion: batch/v1
-        kind: Job
-        metadata: {{name: once}}
-        spec:
-          backoffLimit: 0
-          template:
-            spec:
-              restartPolicy: Never
-              containers:
-              - name: main
-                image: {image}
-                imagePullPolicy: Never
-                command: ["sh", "-c", "echo job-ran-on-$(hostname)"]
-        """,
-    )
+    template = {"spec": pod_spec(image, ["sh", "-c", "echo job-ran-on-$(hostname)"])}
+    job = {"backoffLimit": 0, "template": template}
+    apply(controlplane, namespace, "Job", "once", job, api="batch/v1")
     controlplane.kubectl(
         "wait",
         "-n",
@@ -262,44 +237,14 @@ def test_a_loaded_image_runs_with_its_own_files(
     controlplane: Any, node: Any, namespace: str, wait_for: Any
 ):
     marker = uuid.uuid4().hex
-    ref = f"localhost/ferryman-node-load:{marker[:8]}"
-    podman_image(ref, {"marker.txt": marker.encode()})
-    try:
-        node.load_image(ref)
-    finally:
-        remove_podman_image(ref)
-    apply(
-        controlplane,
-        namespace,
-        f"""
-        apiVersion: v1
-        kind: Pod
-        metadata: {{name: loaded}}
-        spec:
-          restartPolicy: Never
-          containers:
-          - name: main
-            image: {ref}
-            imagePullPolicy: Never
-            command: ["cat", "/marker.txt"]
-        """,
-    )
-    wait_for(lambda: pod_phase(controlplane, namespace, "loaded") == "Succeeded", timeout=90)
+    ref = loaded_image(node.load_image, "load", {"marker.txt": marker.encode()})
+    spec = pod_spec(ref, ["cat", "/marker.txt"])
+    run_pod(controlplane, namespace, wait_for, "loaded", spec, "Succeeded")
     assert controlplane.kubectl("logs", "-n", namespace, "loaded").stdout == marker
 
 
 def test_env_points_ctr_at_the_nodes_containerd(controlplane: Any, node: Any, image: str):
-    script = f'eval "$(hack/controlplane env --state-dir {controlplane.state_dir})"\n'
-    script += "ctr images ls -q\necho node=$FERRYMAN_NODE_NAME\n"
-    shell = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    shell = controlplane.env_shell("ctr images ls -q\necho node=$FERRYMAN_NODE_NAME\n")
     assert shell.returncode == 0, shell.stderr
     lines = shell.stdout.splitlines()
     assert {"localhost/pause:3.10", image} <= set(lines)  # the sandbox image, built here
@@ -355,31 +300,25 @@ def differences(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
 def run_two_pods(controlplane: Any, namespace: str, wait_for: Any, load: Any) -> None:
     """A host-network and a pod-network pod from a freshly loaded image, both Running: the node
     has made its bridge, veth, network namespace, cgroups and mounts."""
-    ref = f"localhost/ferryman-node-host:{uuid.uuid4().hex[:8]}"
-    podman_image(ref, {})
-    try:
-        load(ref)
-    finally:
-        remove_podman_image(ref)
-    for name, host_network in (("on-host", "true"), ("on-bridge", "false")):
-        apply(
-            controlplane,
-            namespace,
-            f"""
-            apiVersion: v1
-            kind: Pod
-            metadata: {{name: {name}}}
-            spec:
-              hostNetwork: {host_network}
-              containers:
-              - name: main
-                image: {ref}
-                imagePullPolicy: Never
-                command: ["sleep", "3600"]
-            """,
-        )
+    ref = loaded_image(load, "host", {})
+    for name, host_network in (("on-host", True), ("on-bridge", False)):
+        spec = pod_spec(ref, ["sleep", "3600"], host_network=host_network, restart=None)
+        apply(controlplane, namespace, "Pod", name, spec)
     for name in ("on-host", "on-bridge"):
         wait_for(lambda n=name: pod_phase(controlplane, namespace, n) == "Running", timeout=90)
+
+
+@contextlib.contextmanager
+def node_taken_down(node_control: Any) -> Iterator[None]:
+    """The session's node down for the block (the host as the node found it), and up again
+    after it if it was up."""
+    was_up = node_control.is_up
+    node_control.down()
+    try:
+        yield
+    finally:
+        if was_up:
+            node_control.up()
 
 
 NODE_CHANGES = {"links", "cgroups", "mounts", "sysctls", "outside_paths", "processes"}
@@ -388,22 +327,19 @@ NODE_CHANGES = {"links", "cgroups", "mounts", "sysctls", "outside_paths", "proce
 def test_down_leaves_the_host_as_up_found_it(
     controlplane: Any, node_control: Any, controlplane_cli: Any, namespace: str, wait_for: Any
 ):
-    was_up = node_control.is_up
-    node_control.down()
-    before = host_snapshot(controlplane_cli)
-    node_control.up()
-    try:
-        run_two_pods(controlplane, namespace, wait_for, node_control.load_image)
-        during = host_snapshot(controlplane_cli)
-    finally:
-        node_control.down()
-    after = host_snapshot(controlplane_cli)
-    # the node did change the host while it ran (so the comparison sees such changes) ...
-    assert differences(before, during).keys() >= NODE_CHANGES
-    # ... and remove-node undid every one
-    assert differences(before, after) == {}
-    if was_up:
+    with node_taken_down(node_control):
+        before = host_snapshot(controlplane_cli)
         node_control.up()
+        try:
+            run_two_pods(controlplane, namespace, wait_for, node_control.load_image)
+            during = host_snapshot(controlplane_cli)
+        finally:
+            node_control.down()
+        after = host_snapshot(controlplane_cli)
+        # the node did change the host while it ran (so the comparison sees such changes) ...
+        assert differences(before, during).keys() >= NODE_CHANGES
+        # ... and remove-node undid every one
+        assert differences(before, after) == {}
 
 
 def test_the_watchdog_removes_the_node_of_a_killed_owner(
@@ -413,30 +349,27 @@ def test_the_watchdog_removes_the_node_of_a_killed_owner(
     tmp_path_factory: pytest.TempPathFactory,
     wait_for: Any,
 ):
-    was_up = node_control.is_up
-    node_control.down()
-    before = host_snapshot(controlplane_cli)
-    owner = subprocess.Popen(["sleep", "600"])
-    state_dir = tmp_path_factory.mktemp("owner") / "state"  # short, for the node's sockets
-    try:
-        with start_controlplane(state_dir, "--node", "--watch-pid", str(owner.pid)) as plane:
-            plane.kubectl("create", "namespace", "pods")
+    with node_taken_down(node_control):
+        before = host_snapshot(controlplane_cli)
+        owner = subprocess.Popen(["sleep", "600"])
+        state_dir = tmp_path_factory.mktemp("owner") / "state"  # short, for the node's sockets
+        try:
+            with start_controlplane(state_dir, "--node", "--watch-pid", str(owner.pid)) as plane:
+                plane.kubectl("create", "namespace", "pods")
 
-            def load(ref: str) -> None:
-                loaded = controlplane_cli("load-image", "--state-dir", str(state_dir), ref)
-                assert loaded.returncode == 0, loaded.stderr
+                def load(ref: str) -> None:
+                    loaded = controlplane_cli("load-image", "--state-dir", str(state_dir), ref)
+                    assert loaded.returncode == 0, loaded.stderr
 
-            run_two_pods(plane, "pods", wait_for, load)
-            assert differences(before, host_snapshot(controlplane_cli)).keys() >= NODE_CHANGES
+                run_two_pods(plane, "pods", wait_for, load)
+                assert differences(before, host_snapshot(controlplane_cli)).keys() >= NODE_CHANGES
+                owner.kill()
+                owner.wait()
+                wait_for(lambda: not state_dir.exists(), timeout=90)
+            assert differences(before, host_snapshot(controlplane_cli)) == {}
+        finally:
             owner.kill()
             owner.wait()
-            wait_for(lambda: not state_dir.exists(), timeout=90)
-        assert differences(before, host_snapshot(controlplane_cli)) == {}
-    finally:
-        owner.kill()
-        owner.wait()
-        if was_up:
-            node_control.up()
 
 
 def test_one_node_per_machine_and_a_second_is_refused_with_the_reason(
@@ -469,21 +402,12 @@ def test_images_loaded_before_a_node_restart_run_after_it(
 ):
     node_control.down()
     node_control.up()  # a fresh containerd: the fixture loads its images again
-    apply(
+    run_pod(
         controlplane,
         namespace,
-        f"""
-        apiVersion: v1
-        kind: Pod
-        metadata: {{name: again}}
-        spec:
-          restartPolicy: Never
-          containers:
-          - name: main
-            image: {image}
-            imagePullPolicy: Never
-            command: ["echo", "still here"]
-        """,
+        wait_for,
+        "again",
+        pod_spec(image, ["echo", "still here"]),
+        "Succeeded",
     )
-    wait_for(lambda: pod_phase(controlplane, namespace, "again") == "Succeeded", timeout=90)
     assert controlplane.kubectl("logs", "-n", namespace, "again").stdout == "still here\n"

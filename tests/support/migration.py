@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from workers import wait_for
+from workers import scalar, wait_for
 
 from ferryman_worker import contract
 from ferryman_worker.db import connect
@@ -85,6 +85,16 @@ def start_run(db_url: str, req: runs.RunRequest) -> int:
 def state(db_url: str, run_id: int) -> dict[str, Any]:
     with connect.connect(db_url) as conn:
         return runs.progress(conn, run_id)[0]
+
+
+def ready_task_jobs(db_url: str) -> int:
+    """How many task jobs are ready (waiting, or running)."""
+    return int(
+        scalar(
+            db_url,
+            "SELECT count(*) FROM ferryman_jobs WHERE name = 'ferryman.task' AND status = 'ready'",
+        )
+    )
 
 
 def wait_finished(db_url: str, run_id: int, timeout: float = 120) -> dict[str, Any]:

@@ -12,7 +12,9 @@ from ferryman_worker.contract import RunProgress, RunState
 NOW = datetime.datetime(2026, 1, 1, 12, tzinfo=datetime.UTC)
 
 
-def _kind(name: str, phase: int, tasks: int, done: int, written: int, active: float) -> Any:
+def _kind(
+    name: str, phase: int, tasks: int, done: int, written: int, active: float, tree: bool = False
+) -> Any:
     started = NOW - datetime.timedelta(hours=5)  # long ago: the run was paused in between
     return {
         "kind": name,
@@ -25,14 +27,20 @@ def _kind(name: str, phase: int, tasks: int, done: int, written: int, active: fl
         "first_claim": started,
         "last_finish": NOW if done == tasks else None,
         "active_seconds": active,
+        "tree": tree,
     }
 
 
 def test_rate_and_eta_come_from_the_active_time_not_the_wall_clock() -> None:
-    (line,) = console.kind_lines([_kind("people", 1, 10, 4, 2000, 20.0)], 1, NOW)
+    (line,) = console.kind_lines([_kind("messages", 1, 10, 4, 2000, 20.0, tree=True)], 1, NOW)
     assert "100 rows/s" in line  # 2,000 rows in 20 active seconds, not in five hours
     assert "ETA 0:30" in line  # 6 tasks left at 5 s each
     assert "4/10" in line
+
+
+def test_a_page_kind_being_listed_has_no_eta_of_its_own() -> None:
+    (line,) = console.kind_lines([_kind("people", 1, 10, 4, 2000, 20.0)], 1, NOW)
+    assert line.rstrip().endswith("listing")  # its last page is not known: no figure
 
 
 def test_a_later_phase_waits_and_a_finished_kind_is_done() -> None:

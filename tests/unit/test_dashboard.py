@@ -1,5 +1,5 @@
-"""The Grafana dashboard the chart ships: every panel's query names metrics the worker exports,
-grouped by labels those metrics have."""
+"""The Grafana dashboard the chart ships: every panel's query names metrics the worker or the
+operator exports, grouped by labels those metrics have."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ import re
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ferryman_operator import metrics as operator_metrics
+from ferryman_operator.reconcile import pool
+from ferryman_operator.reconcile.admission import Candidate
 from ferryman_worker import metrics
+from ferryman_worker.contract import ConnectionBudget
 
 DASHBOARD = pathlib.Path(__file__).parents[2] / "charts/ferryman/dashboards/ferryman.json"
 
@@ -34,11 +38,27 @@ def exported() -> dict[str, set[str]]:
         *text_string_to_metric_families(text),
         *metrics.QueueDepth._families([row]),
     ]
+    families += text_string_to_metric_families(operator_exposition())
     names: dict[str, set[str]] = {}
     for family in families:
         for sample in family.samples:
             names.setdefault(sample.name, set()).update(sample.labels)
     return names
+
+
+def operator_exposition() -> str:
+    """The operator's exposition with each hook called once and a queued run in its index."""
+    seen = operator_metrics.OperatorMetrics()
+    seen.leading(True)
+    seen.status_changed(
+        {}, {"state": "Running", "conditions": [{"type": "Admitted", "status": "True"}]}
+    )
+    seen.reconcile_error("refresh", "database down")
+    seen.runs.follow({"acme": [Candidate("2026-12-01T00:00:00Z", "ns/run", "acme", "Queued")]})
+    budget = ConnectionBudget(max_connections=100, superuser_reserved=3, reserved=0)
+    spec = pool.parse({"lanes": "migrations:4", "replicas": "2"})
+    seen.sizing.set("ns", "ferryman", pool.size(spec, budget))
+    return seen.exposition().decode()
 
 
 def panels() -> list[dict[str, object]]:
@@ -58,7 +78,7 @@ def test_every_panel_queries_metrics_that_exist_by_labels_they_have() -> None:
             names = re.findall(r"\bferryman_[a-z0-9_]+", expr)
             assert names, (panel["title"], expr)
             for name in names:
-                assert name in known, f"{panel['title']}: {name} is not a metric the worker exports"
+                assert name in known, f"{panel['title']}: {name} is not a metric ferryman exports"
                 used.add(name)
             grouped = {
                 label.strip()
@@ -69,6 +89,10 @@ def test_every_panel_queries_metrics_that_exist_by_labels_they_have() -> None:
                 missing = grouped - known[name]
                 assert not missing, f"{panel['title']}: {name} has no label {missing}"
     assert "ferryman_queue_ready_jobs" in used and "ferryman_rows_total" in used
+    operator = {
+        n for n in known if n.startswith("ferryman_operator_") and not n.endswith("_created")
+    }
+    assert operator - {"ferryman_operator_leader"} <= used, "an operator metric on no panel"
 
 
 def test_panel_ids_are_unique() -> None:

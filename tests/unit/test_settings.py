@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from ferryman_worker.errors import ConfigurationError
-from ferryman_worker.queue.lanes import LaneSpec, parse_lanes
-from ferryman_worker.settings import OWN_CONNECTIONS, load
+from ferryman_worker.queue.lanes import LaneSpec
+from ferryman_worker.settings import OWN_CONNECTIONS, load, resolve_lanes
 
 
 def test_lanes_parse_in_order() -> None:
-    assert parse_lanes("migrations:4,critical:2,default:3") == [
+    assert resolve_lanes("migrations:4,critical:2,default:3", None) == [
         LaneSpec("migrations", 4),
         LaneSpec("critical", 2),
         LaneSpec("default", 3),
@@ -18,10 +18,48 @@ def test_lanes_parse_in_order() -> None:
 
 
 @pytest.mark.parametrize(
+    ("pool_size", "widths"),
+    [
+        (14, [4, 2, 4]),  # 14 - 4 own - 2 given = 8, shared by two
+        (15, [5, 2, 4]),  # 9: the remainder goes to the first width-less lane written
+        (16, [5, 2, 5]),
+        (OWN_CONNECTIONS + 4, [1, 2, 1]),  # the least: 1 thread each
+    ],
+)
+def test_a_lane_without_a_width_shares_what_the_pool_size_leaves(
+    pool_size: int, widths: list[int]
+) -> None:
+    settings = load(lanes="migrations,critical:2,default", pool_size=pool_size)
+    assert [(s.name, s.width) for s in settings.lane_specs] == list(
+        zip(["migrations", "critical", "default"], widths, strict=True)
+    )
+    assert settings.threads + OWN_CONNECTIONS == settings.effective_pool_size == pool_size
+
+
+def test_a_lane_without_a_width_needs_a_pool_size() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        load(lanes="migrations,critical:2")
+    text = str(info.value)
+    assert "give lane(s) 'migrations' no thread count" in text
+    assert f"set FERRYMAN_POOL_SIZE (--pool-size) to at least {2 + OWN_CONNECTIONS + 1}" in text
+    assert "or give each lane its threads (e.g. 'migrations:4')" in text
+
+
+def test_a_pool_size_that_leaves_a_width_less_lane_no_thread_is_refused() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        load(lanes="migrations,critical:2,default", pool_size=OWN_CONNECTIONS + 3)
+    text = str(info.value)
+    assert f"pool_size {OWN_CONNECTIONS + 3} leaves 1 thread(s)" in text
+    assert "lane(s) 'migrations', 'default'" in text and "each needs at least 1" in text
+    assert f"FERRYMAN_POOL_SIZE (--pool-size) to at least {OWN_CONNECTIONS + 4}" in text
+
+
+@pytest.mark.parametrize(
     ("lanes", "message"),
     [
         ("", "lanes is empty"),
-        ("migrations", "is not 'name:threads'"),
+        ("migrations", "'migrations' no thread count"),
+        ("migrations:", "not a whole number"),
         ("migrations:four", "not a whole number"),
         ("migrations:0", "needs at least 1"),
         ("migrations:-2", "needs at least 1"),

@@ -106,7 +106,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             print("\n".join(console.summary(run, progress, now)))
             estimate = eta.read(conn, run.id, progress)
             if estimate is not None:
-                print(console.eta_line(estimate))
+                print("\n".join(console.eta_lines(estimate)))
             retrying = runs.retrying(conn, run.id)
             if retrying is not None:
                 print(wording.retrying_line(retrying, now))
@@ -274,12 +274,14 @@ def _add_worker(commands: Any) -> None:
     worker.add_argument(
         "--lanes",
         help="lanes as name:threads,... (FERRYMAN_LANES; default "
-        "migrations:4,critical:2,default:3)",
+        "migrations:4,critical:2,default:3); a bare name (no :threads) shares what "
+        "--pool-size leaves after the other lanes and 4 own connections",
     )
     worker.add_argument(
         "--pool-size",
         type=int,
-        help="DB connections (FERRYMAN_POOL_SIZE; default: lane threads + 4)",
+        help="DB connections (FERRYMAN_POOL_SIZE; default: lane threads + 4; needed when a "
+        "lane has no thread count)",
     )
     worker.add_argument(
         "--import",

@@ -8,6 +8,7 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
+from ferryman_worker import eta
 from ferryman_worker.contract import RunProgress
 from ferryman_worker.eta import Estimate
 from ferryman_worker.wording import duration
@@ -38,8 +39,9 @@ def headline(run: RunProgress, now: datetime.datetime) -> str:
 def kind_lines(
     kinds: Sequence[dict[str, Any]], open_phase: int, now: datetime.datetime
 ) -> list[str]:
-    """One bar per kind: rows, tasks done/total, rate and ETA (from the tasks' own pace, over
-    the time the kind was active: a suspension does not count)."""
+    """One bar per kind: rows, tasks done/total, rate and ETA (a tree kind's from its tasks' own
+    pace, over the time the kind was active: a suspension does not count; a page kind's listing
+    has no known length until its last page: ``listing``)."""
     lines = []
     for row in kinds:
         tasks, done = int(row["tasks"]), int(row["done"])
@@ -48,14 +50,18 @@ def kind_lines(
         rate = written / active if active else 0.0
         filled = int(BAR * done / tasks) if tasks else 0
         if done == tasks:
-            eta = "done"
-        elif row["phase"] > open_phase or not done or not active:
-            eta = "waiting" if row["phase"] > open_phase else "ETA -"
+            left = "done"
+        elif row["phase"] > open_phase:
+            left = "waiting"
+        elif not row.get("tree"):
+            left = "listing"
+        elif not done or not active:
+            left = "ETA -"
         else:
-            eta = f"ETA {duration(active / done * (tasks - done))}"
+            left = f"ETA {duration(active / done * (tasks - done))}"
         lines.append(
             f"  {row['kind']:<14} [{'#' * filled:<{BAR}}] {written:>9,} rows "
-            f"{done:>5}/{tasks:<5} tasks  {rate:>8,.0f} rows/s  {eta}"
+            f"{done:>5}/{tasks:<5} tasks  {rate:>8,.0f} rows/s  {left}"
         )
     return lines
 
@@ -91,13 +97,9 @@ def summary(
     return lines
 
 
-def eta_line(found: Estimate) -> str:
-    """``ETA 2:10 for the run (phase 3/3; bound by the source's rate limit: 1,930 tokens at
-    250/s)`` (``eta.estimate``)."""
-    scope = "the run" if found.phase + 1 >= found.phases else "this phase"
-    where = f"phase {found.phase + 1}/{found.phases}"
-    if found.bound == "rate limit":
-        why = f"bound by the source's rate limit: {found.tokens:,.0f} tokens at {found.rate:,g}/s"
-    else:
-        why = "at the pace of its tasks so far"
-    return f"  ETA {duration(found.seconds)} for {scope} ({where}; {why})"
+def eta_lines(found: Estimate) -> list[str]:
+    """The ETA of each phase still to do (when more than one) and of the run, e.g. ``ETA 2:10:00
+    for the run (bound by the source's rate limit: 1,930,000 tokens at 250/s)``
+    (``eta.estimate``)."""
+    phases = eta.phase_lines(found) if len(found.parts) > 1 else []
+    return [f"  {line}" for line in [*phases, eta.run_line(found)]]

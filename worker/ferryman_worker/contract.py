@@ -9,17 +9,21 @@ import dataclasses
 import datetime
 from typing import Any
 
+from ferryman_worker import eta as _eta
 from ferryman_worker import settings, wording
 from ferryman_worker.db import connect as _connect
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import runs
 from ferryman_worker.engine.runs import AdmissionRefused
+from ferryman_worker.engine.schedule import LANE
 from ferryman_worker.errors import ConfigurationError, DatabaseError, FerrymanError
 from ferryman_worker.runspec import (
     MigrationRun,
     MigrationRunStatus,
+    PhaseEta,
     RateLimitSpec,
+    RunEta,
     RunOptions,
     RunState,
     load_run,
@@ -37,6 +41,8 @@ __all__ = [
     "FerrymanError",
     "MigrationRun",
     "MigrationRunStatus",
+    "PhaseEta",
+    "RunEta",
     "RunProgress",
     "RunState",
     "admit",
@@ -44,9 +50,12 @@ __all__ = [
     "connect",
     "connection_budget",
     "engine_options",
+    "eta",
+    "eta_status",
     "forget",
     "load_run",
     "load_run_file",
+    "migrations_width",
     "parse_run",
     "progress",
     "request_for",
@@ -55,6 +64,7 @@ __all__ = [
     "retrying",
     "run_key",
     "suspend",
+    "worker_lanes",
     "worker_pool_size",
 ]
 
@@ -72,6 +82,19 @@ def worker_pool_size(lanes: str, pool_size: int | None) -> int:
     threads + OWN_CONNECTIONS when None; ConfigurationError, as the worker would refuse, when
     the lanes do not parse or ``pool_size`` is too small."""
     return settings.check_pool_size(lanes, pool_size)
+
+
+def worker_lanes(lanes: str, pool_size: int | None) -> dict[str, int]:
+    """Each lane's threads as ``ferryman worker`` runs them with these lanes and pool size (a
+    lane written without a width shares what the pool leaves), in the order written;
+    ConfigurationError, as the worker would refuse, when they cannot be resolved."""
+    return {spec.name: spec.width for spec in settings.resolve_lanes(lanes, pool_size)}
+
+
+def migrations_width(lanes: str, pool_size: int | None) -> int | None:
+    """Threads of the lane migration tasks run in (``migrations``), resolved as the worker does,
+    or None when the lanes have no such lane."""
+    return worker_lanes(lanes, pool_size).get(LANE)
 
 
 def run_key(run: MigrationRun) -> str:
@@ -158,6 +181,8 @@ class RunProgress:
     started_at: datetime.datetime
     finished_at: datetime.datetime | None
     error: str | None
+    phase_names: tuple[str, ...] = ()
+    """Every phase of the run in order, named as ``phase`` names the open one."""
 
     def status(self) -> MigrationRunStatus:
         return MigrationRunStatus(
@@ -195,7 +220,8 @@ def progress(conn: Connection, name: str | None = None) -> list[RunProgress]:
 def _progress(row: dict[str, Any]) -> RunProgress:
     phases: list[list[str]] = row["phases"]
     index = int(row["phase"])
-    phase = "+".join(phases[index]) if index < len(phases) and row["state"] == "running" else None
+    names = tuple("+".join(kinds) for kinds in phases)
+    phase = names[index] if index < len(names) and row["state"] == "running" else None
     return RunProgress(
         id=int(row["id"]),
         name=row["name"],
@@ -215,6 +241,7 @@ def _progress(row: dict[str, Any]) -> RunProgress:
         started_at=row["started_at"],
         finished_at=row["finished_at"],
         error=row["error"],
+        phase_names=names,
     )
 
 
@@ -254,6 +281,43 @@ def retrying(conn: Connection, run_id: int, now: datetime.datetime) -> str | Non
     """The "retrying N task(s) …" line ``ferryman status`` shows for a running run, or None."""
     row = runs.retrying(conn, run_id)
     return None if row is None else wording.retrying_line(row, now).strip()
+
+
+def eta(conn: Connection, run_id: int) -> RunEta | None:
+    """The running run's ETA for ``.status.eta`` (None: it does not run, or is suspended)."""
+    found = _eta.read(conn, run_id, runs.kind_progress(conn, run_id))
+    return None if found is None else eta_status(found)
+
+
+def eta_status(found: _eta.Estimate) -> RunEta:
+    """``.status.eta`` from an estimate (``eta.read``)."""
+    seconds = int(found.seconds)
+    if found.complete:
+        remaining = wording.duration(seconds)
+    else:
+        remaining = f">= {wording.duration(seconds)}" if seconds else "unknown"
+    phases = [
+        PhaseEta(
+            phase="+".join(part.kinds),
+            message=line[:4096],
+            **_eta_figures(part.seconds, part.complete, part.bound),
+        )
+        for part, line in zip(found.parts, _eta.phase_lines(found), strict=True)
+    ]
+    return RunEta(
+        remaining=remaining,
+        message=_eta.run_line(found)[:4096],
+        phases=phases[:64],
+        **_eta_figures(found.seconds, found.complete, found.bound),
+    )
+
+
+def _eta_figures(seconds: float, complete: bool, bound: str) -> dict[str, Any]:
+    return {
+        "seconds": int(seconds) if complete else None,
+        "at_least_seconds": int(seconds),
+        "bound_by": "RateLimit" if bound == _eta.RATE_LIMIT else "Pace",
+    }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -111,7 +111,7 @@ def _watch(
         lines = [
             console.headline(run, now),
             *console.kind_lines(progress, run.phase_index, now),
-            *([console.eta_line(estimate)] if estimate is not None else []),
+            *(console.eta_lines(estimate) if estimate is not None else []),
         ]
         failing = runs.retrying(conn, run.id)
         retrying = [wording.retrying_line(failing, now)] if failing is not None else []

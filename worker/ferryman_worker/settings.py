@@ -19,16 +19,42 @@ OWN_CONNECTIONS = 4
 notifier, poller, cron, heartbeat."""
 
 
-def required_pool_size(lanes: str) -> int:
-    """Connections a worker process with these lanes needs: one per lane thread plus
-    ``OWN_CONNECTIONS``. ConfigurationError if ``lanes`` does not parse."""
-    return sum(spec.width for spec in lanes_mod.parse_lanes(lanes)) + OWN_CONNECTIONS
+def resolve_lanes(lanes: str, pool_size: int | None) -> list[lanes_mod.LaneSpec]:
+    """The lanes as ``ferryman worker`` runs them, each with its threads. A lane written without
+    a width (``name`` instead of ``name:threads``) takes an equal share of the threads the pool
+    leaves: ``pool_size`` - OWN_CONNECTIONS - the widths given; the remainder goes one thread
+    each to the first such lanes, in the order written. ConfigurationError (naming the setting
+    and the fix) when the lanes do not parse, or there are such lanes and no ``pool_size``, or
+    it leaves them fewer than 1 thread each."""
+    requests = lanes_mod.read_lanes(lanes)
+    open_lanes = [r.name for r in requests if r.width is None]
+    if not open_lanes:
+        return lanes_mod.share(requests, 0)
+    given = sum(r.width or 0 for r in requests)
+    names = ", ".join(repr(name) for name in open_lanes)
+    least = given + OWN_CONNECTIONS + len(open_lanes)
+    if pool_size is None:
+        raise ConfigurationError(
+            f"lanes {lanes!r} give lane(s) {names} no thread count, so their threads come from "
+            f"the pool size, and none is set: set FERRYMAN_POOL_SIZE (--pool-size) to at least "
+            f"{least}, or give each lane its threads (e.g. '{open_lanes[0]}:4')"
+        )
+    spare = pool_size - OWN_CONNECTIONS - given
+    if spare < len(open_lanes):
+        raise ConfigurationError(
+            f"pool_size {pool_size} leaves {max(spare, 0)} thread(s) for lane(s) {names} of "
+            f"lanes {lanes!r} (after {OWN_CONNECTIONS} connections of the process's own and "
+            f"{given} for the lanes given a width), and each needs at least 1: set "
+            f"FERRYMAN_POOL_SIZE (--pool-size) to at least {least}, or narrow the other lanes"
+        )
+    return lanes_mod.share(requests, spare)
 
 
 def check_pool_size(lanes: str, pool_size: int | None) -> int:
-    """The pool size a worker with ``lanes`` uses: ``pool_size``, or the required size when it
-    is None. ConfigurationError (naming FERRYMAN_POOL_SIZE) when ``pool_size`` is too small."""
-    needed = required_pool_size(lanes)
+    """The pool size a worker with ``lanes`` uses: ``pool_size``, or the lanes' threads +
+    OWN_CONNECTIONS when it is None. ConfigurationError (naming FERRYMAN_POOL_SIZE) when
+    ``pool_size`` is too small, or the lanes cannot be resolved (``resolve_lanes``)."""
+    needed = sum(spec.width for spec in resolve_lanes(lanes, pool_size)) + OWN_CONNECTIONS
     if pool_size is None:
         return needed
     if pool_size < needed:
@@ -55,10 +81,12 @@ class Settings(BaseSettings):
     """Data folder of the embedded PostgreSQL; default ``~/.local/share/ferryman/postgres``."""
 
     lanes: str = "migrations:4,critical:2,default:3"
-    """Lanes of the capsule as ``name:threads,...``; each lane is its own thread pool."""
+    """Lanes of the capsule as ``name:threads,...``; each lane is its own thread pool. A lane
+    written as a bare ``name`` shares what ``pool_size`` leaves (see ``resolve_lanes``)."""
 
     pool_size: int | None = None
-    """Database connections per worker process; default: the lanes' threads + 4 of its own."""
+    """Database connections per worker process; default: the lanes' threads + 4 of its own.
+    Required when a lane has no thread count: those lanes share pool size - 4 - the others."""
 
     imports: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Modules to import for job functions (comma-separated in the environment)."""
@@ -124,7 +152,7 @@ class Settings(BaseSettings):
     @field_validator("lanes")
     @classmethod
     def _parse_lanes(cls, value: str) -> str:
-        lanes_mod.parse_lanes(value)
+        lanes_mod.read_lanes(value)
         return value
 
     @model_validator(mode="after")
@@ -134,7 +162,7 @@ class Settings(BaseSettings):
 
     @property
     def lane_specs(self) -> list[lanes_mod.LaneSpec]:
-        return lanes_mod.parse_lanes(self.lanes)
+        return resolve_lanes(self.lanes, self.pool_size)
 
     @property
     def threads(self) -> int:

@@ -64,31 +64,46 @@ app.kubernetes.io/component: {{ .component }}
 {{- trim .Values.worker.lanes }}
 {{- end }}
 
-{{/* The lanes' threads in all; fails on a lane named twice (JSON schema cannot say that). */}}
+{{/* The threads of the lanes given a width, and the lanes without one, as "<threads> <open>";
+     fails on a lane named twice (JSON schema cannot say that). */}}
 {{- define "ferryman.threads" -}}
 {{- $total := 0 }}
+{{- $open := 0 }}
 {{- $seen := dict }}
 {{- range splitList "," (include "ferryman.lanes" .) }}
 {{- $parts := splitList ":" (trim .) }}
-{{- $name := index $parts 0 }}
+{{- $name := trim (index $parts 0) }}
 {{- if hasKey $seen $name }}
 {{- fail (printf "worker.lanes %q names lane %q twice: give each lane once" $.Values.worker.lanes $name) }}
 {{- end }}
 {{- $_ := set $seen $name true }}
+{{- if eq (len $parts) 1 }}
+{{- $open = add1 $open }}
+{{- else }}
 {{- $total = add $total (atoi (trim (index $parts 1))) }}
 {{- end }}
-{{- $total }}
+{{- end }}
+{{- printf "%d %d" $total $open }}
 {{- end }}
 
 {{/* The workers' resolved pool size (FERRYMAN_POOL_SIZE): worker.poolSize, or threads + 4.
-     Fails when worker.poolSize is below threads + 4, the rule `ferryman worker` enforces. */}}
+     Fails where `ferryman worker` would refuse: worker.poolSize below threads + 4, or lanes
+     without a thread count (they share worker.poolSize - 4 - the others' threads) and no
+     worker.poolSize, or too small a one to give each of them 1 thread. */}}
 {{- define "ferryman.poolSize" -}}
-{{- $needed := add (include "ferryman.threads" . | atoi) 4 }}
+{{- $counts := splitList " " (include "ferryman.threads" .) }}
+{{- $threads := index $counts 0 | atoi }}
+{{- $open := index $counts 1 | atoi }}
+{{- $needed := add $threads 4 $open }}
 {{- $pool := .Values.worker.poolSize }}
-{{- if kindIs "invalid" $pool }}
+{{- if and (gt $open 0) (kindIs "invalid" $pool) }}
+{{- fail (printf "worker.lanes %q has %d lane(s) without a thread count, whose threads come from worker.poolSize, which is empty: set worker.poolSize to at least %d, or give each lane its threads (name:threads)" (include "ferryman.lanes" .) $open $needed) }}
+{{- else if kindIs "invalid" $pool }}
 {{- $needed }}
+{{- else if and (gt $open 0) (lt (int $pool) (int $needed)) }}
+{{- fail (printf "worker.poolSize %d leaves %d thread(s) for the %d lane(s) of worker.lanes %q without a thread count (after 4 of the worker's own connections and %d for the other lanes), and each needs at least 1: set worker.poolSize to at least %d, or narrow the other lanes" (int $pool) (max 0 (sub (int $pool) (add $threads 4))) $open (include "ferryman.lanes" .) $threads $needed) }}
 {{- else if lt (int $pool) (int $needed) }}
-{{- fail (printf "worker.poolSize %d is too small for worker.lanes %q: they need %d connections plus 4 of the worker's own (notifier, poller, cron, heartbeat); set worker.poolSize to at least %d, or leave it empty" (int $pool) (include "ferryman.lanes" .) (include "ferryman.threads" . | atoi) $needed) }}
+{{- fail (printf "worker.poolSize %d is too small for worker.lanes %q: they need %d connections plus 4 of the worker's own (notifier, poller, cron, heartbeat); set worker.poolSize to at least %d, or leave it empty" (int $pool) (include "ferryman.lanes" .) $threads $needed) }}
 {{- else }}
 {{- int $pool }}
 {{- end }}

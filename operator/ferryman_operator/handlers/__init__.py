@@ -9,12 +9,15 @@ from __future__ import annotations
 import kopf
 
 from ferryman_operator.handlers import runs, startup
+from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.runs import Runs
 from ferryman_operator.settings import OperatorSettings
 
 
-def build(settings: OperatorSettings, run_reconciler: Runs) -> kopf.OperatorRegistry:
+def build(
+    settings: OperatorSettings, run_reconciler: Runs, metrics: OperatorMetrics
+) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     startup.register(registry)
-    runs.register(registry, settings, run_reconciler)
+    runs.register(registry, settings, run_reconciler, metrics)
     return registry

@@ -9,6 +9,7 @@ import kopf
 
 from ferryman_operator import crd
 from ferryman_operator.errors import DatabaseUnavailable
+from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.reconcile.admission import Candidate
 from ferryman_operator.runs import Runs, candidate
 from ferryman_operator.settings import OperatorSettings
@@ -18,28 +19,37 @@ BACKOFF = 5.0
 """Seconds before a handler that raised something unexpected runs again (kopf's default: 60)."""
 
 
-def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, runs: Runs) -> None:
+def register(
+    registry: kopf.OperatorRegistry,
+    settings: OperatorSettings,
+    runs: Runs,
+    metrics: OperatorMetrics,
+) -> None:
     @kopf.index(*RESOURCE, id="waiting", registry=registry)
     def waiting(body: kopf.Body, **_: Any) -> dict[str, Candidate]:
         """Every run by workspace: who is first in line for admission."""
         me = candidate(body)
         return {me.workspace: me}
 
-    async def sync(body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate]) -> None:
+    async def sync(
+        handler: str, body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate]
+    ) -> None:
+        metrics.runs.follow(waiting)  # counted at scrape time from kopf's live index
         workspace = (body.get("spec") or {}).get("workspace", "")
-        await runs.sync(body, patch, list(waiting.get(workspace, [])))
+        with metrics.handling(handler):
+            await runs.sync(body, patch, list(waiting.get(workspace, [])), handler=handler)
 
     @kopf.on.create(*RESOURCE, id="created", backoff=BACKOFF, registry=registry)
     async def created(
         body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate], **_: Any
     ) -> None:
-        await sync(body, patch, waiting)
+        await sync("created", body, patch, waiting)
 
     @kopf.on.update(*RESOURCE, id="updated", backoff=BACKOFF, registry=registry)
     async def updated(
         body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate], **_: Any
     ) -> None:
-        await sync(body, patch, waiting)
+        await sync("updated", body, patch, waiting)
 
     @kopf.timer(
         *RESOURCE,
@@ -51,11 +61,12 @@ def register(registry: kopf.OperatorRegistry, settings: OperatorSettings, runs: 
     async def refresh(
         body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate], **_: Any
     ) -> None:
-        await sync(body, patch, waiting)
+        await sync("refresh", body, patch, waiting)
 
     @kopf.on.delete(*RESOURCE, id="deleted", backoff=BACKOFF, registry=registry)
     async def deleted(body: kopf.Body, **_: Any) -> None:
         try:
-            await runs.cancel(body)
+            with metrics.handling("deleted"):
+                await runs.cancel(body)
         except DatabaseUnavailable as exc:
             raise kopf.TemporaryError(f"cannot cancel the run: {exc}", delay=5) from None

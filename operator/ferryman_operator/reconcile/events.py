@@ -8,6 +8,9 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from ferryman_operator.reconcile import conditions as cond
+from ferryman_worker.contract import RunProgress, RunState
+
+_ENDED = frozenset({RunState.SUCCEEDED.value, RunState.FAILED.value, RunState.CANCELLED.value})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,8 +20,11 @@ class Event:
     message: str
 
 
-def between(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Event]:
-    """Events for the move from status ``old`` to status ``new``."""
+def between(
+    old: Mapping[str, Any], new: Mapping[str, Any], run: RunProgress | None = None
+) -> list[Event]:
+    """Events for the move from status ``old`` to status ``new``; ``run`` is the database's
+    aggregate that ``new`` was made from (None when the database was not asked)."""
     events: list[Event] = []
     was, now = old.get("state"), new.get("state")
     old_conditions, new_conditions = old.get("conditions") or [], new.get("conditions") or []
@@ -31,8 +37,7 @@ def between(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Event]:
         events.append(
             Event("Normal", "Retried", "the failed run was reopened from its checkpoints")
         )
-    if new.get("phase") and new.get("phase") != old.get("phase"):
-        events.append(Event("Normal", "PhaseStarted", f"phase {new['phase']} started"))
+    events += phases_started(old, run)
     events += _suspension(old_conditions, new_conditions)
     if now != was:
         events += _ending(now, new, admitted)
@@ -42,6 +47,29 @@ def between(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Event]:
         found = cond.find(new_conditions, cond.PROGRESSING) or {}
         events.append(Event("Warning", "DatabaseUnavailable", str(found.get("message", ""))))
     return events
+
+
+def phases_started(old: Mapping[str, Any], run: RunProgress | None) -> list[Event]:
+    """A PhaseStarted for every phase that opened since ``old`` was observed, in order: a phase
+    shorter than the status refresh, or a whole short run, still gets its Event. The phases
+    after the last observed one up to the open one (all of them once the run succeeded); a
+    retried run's reopened phase once; nothing for a run that stays ended."""
+    if run is None or not run.phase_names:
+        return []
+    last = len(run.phase_names) - 1
+    upto = min(run.phase_index, last)
+    was = old.get("state")
+    if was in _ENDED:
+        reopened = was == RunState.FAILED.value and run.state is RunState.RUNNING
+        after = upto - 1 if reopened else last
+    elif old.get("phase") in run.phase_names:
+        after = run.phase_names.index(old["phase"])
+    else:
+        after = -1  # not admitted, or no phase seen yet
+    return [
+        Event("Normal", "PhaseStarted", f"phase {name} started")
+        for name in run.phase_names[after + 1 : upto + 1]
+    ]
 
 
 def _suspension(old: list[Any], new: list[Any]) -> list[Event]:

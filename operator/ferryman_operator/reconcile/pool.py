@@ -1,8 +1,11 @@
 """Sizing the worker Deployment from the pool spec (the ConfigMap labelled
 ``ferryman.dev/pool-spec``) against the database's connection budget.
 
-The rule a worker's pool must follow is the worker's own (``contract.worker_pool_size``, which
-``ferryman worker`` enforces at start-up): restated nowhere here. What is added is the budget:
+The rules a worker's pool must follow are the worker's own (``contract.worker_pool_size`` and
+``contract.migrations_width``, which ``ferryman worker`` enforces at start-up: a pool size derived
+from the lanes' threads, or the threads of a lane written without a width derived from the pool
+size): restated nowhere here. The lanes string is written into the Deployment as given (the
+chart's hash is over it), with the resolved pool size. What is added is the budget:
 replicas x pool size + the operator's, the reaper's and some headroom connections must fit
 ``max_connections`` minus the connections the database reserves.
 """
@@ -23,7 +26,6 @@ POOL_SPEC_LABEL: Final = "ferryman.dev/pool-spec"
 WORKERS_LABEL: Final = "ferryman.dev/workers"
 HASH_ANNOTATION: Final = "ferryman.dev/pool-spec-hash"
 CONTAINER: Final = "worker"
-MIGRATIONS_LANE: Final = "migrations"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +102,7 @@ def size(spec: PoolSpec, budget: contract.ConnectionBudget) -> Sizing:
         pool_size = contract.worker_pool_size(spec.lanes, spec.pool_size)
     except contract.ConfigurationError as exc:
         return Sizing(spec, None, None, False, "InvalidPoolSpec", str(exc))
-    width = _migrations_width(spec.lanes)
+    width = contract.migrations_width(spec.lanes, pool_size)
     total = spec.replicas * pool_size + spec.extra
     reserved = budget.max_connections - budget.available
     arithmetic = (
@@ -123,14 +125,6 @@ def size(spec: PoolSpec, budget: contract.ConnectionBudget) -> Sizing:
             "max_connections; the worker Deployment was left as it was",
         )
     return Sizing(spec, pool_size, width, True, "PoolSpecApplied", f"{arithmetic} fit the {leaves}")
-
-
-def _migrations_width(lanes: str) -> int | None:
-    for part in lanes.split(","):
-        name, _, width = part.strip().partition(":")
-        if name == MIGRATIONS_LANE:
-            return int(width)
-    return None
 
 
 def spec_hash(lanes: str, pool_size: int) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ferryman_operator.reconcile import conditions as cond
 from ferryman_operator.reconcile.conditions import Wanted
-from ferryman_worker.contract import RunProgress, RunState
+from ferryman_worker.contract import RunEta, RunProgress, RunState
 
 _KEPT = (
     *("state", "phase", "tasksDone", "tasksTotal", "rowsWritten", "rowsSkipped", "rowsFailed"),
@@ -48,6 +48,9 @@ class Observation:
     retrying: str | None = None
     """The "retrying N task(s) …" line of a running run whose tasks wait to try again."""
 
+    eta: RunEta | None = None
+    """The time a running run has left (``contract.eta``)."""
+
 
 def compute(
     previous: Mapping[str, Any],
@@ -79,6 +82,7 @@ def _fields(previous: Mapping[str, Any], seen: Observation) -> dict[str, Any]:
             "rowsFailed": run.rows_failed,
             "startedAt": cond.timestamp(run.started_at),
             "finishedAt": cond.timestamp(run.finished_at) if run.finished_at else None,
+            "eta": _eta(seen),
         }
     if seen.refused is not None:
         return {"state": RunState.FAILED.value, "phase": None}
@@ -145,7 +149,7 @@ def _progressing(seen: Observation) -> Wanted:
             )
         if seen.retrying:
             return Wanted(cond.PROGRESSING, "True", "Retrying", seen.retrying)
-        return Wanted(cond.PROGRESSING, "True", "Running", _doing(run))
+        return Wanted(cond.PROGRESSING, "True", "Running", _doing(run, seen.eta))
     return Wanted(cond.PROGRESSING, "False", run.state.value, _ended(run))
 
 
@@ -167,12 +171,20 @@ def _failed(seen: Observation) -> Wanted:
     return Wanted(cond.FAILED, "False", "NoFailure", "")
 
 
-def _doing(run: RunProgress) -> str:
+def _doing(run: RunProgress, eta: RunEta | None) -> str:
     where = f"phase {run.phase} ({run.phase_index + 1} of {run.phases})" if run.phase else "running"
     return (
         f"{where}: {run.tasks_done}/{run.tasks_total} tasks done, {run.tasks_running} running; "
-        f"{run.rows_written} rows written"
+        f"{run.rows_written} rows written" + (f"; {eta.message}" if eta is not None else "")
     )
+
+
+def _eta(seen: Observation) -> dict[str, Any] | None:
+    """``status.eta`` of a running run (None removes it once the run stops or is suspended)."""
+    run = seen.progress
+    if seen.eta is None or run is None or run.state is not RunState.RUNNING or run.suspended:
+        return None
+    return seen.eta.model_dump(by_alias=True, mode="json")
 
 
 def _ended(run: RunProgress) -> str:

@@ -20,6 +20,7 @@ from ferryman_worker.contract import ConnectionBudget, RunProgress, RunState
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 T1 = T0 + datetime.timedelta(seconds=30)
 WORKERS = Wanted("WorkersReady", "True", "PoolSpecApplied", "fits")
+PHASES = ("organizations", "people", "deals+messages")
 
 
 def progress(**changes: Any) -> RunProgress:
@@ -42,6 +43,7 @@ def progress(**changes: Any) -> RunProgress:
         started_at=T0,
         finished_at=None,
         error=None,
+        phase_names=PHASES,
     )
     return dataclasses.replace(base, **changes)
 
@@ -134,23 +136,65 @@ def test_a_refused_run_is_failed_and_not_admitted() -> None:
 # -- events -----------------------------------------------------------------------------------
 
 
+def step(
+    old: dict[str, Any], seen: Observation, at: datetime.datetime = T0
+) -> tuple[dict[str, Any], list[str]]:
+    """The status after ``old`` when ``seen``, and the reasons of the Events the move deserves."""
+    new = status.compute(old, seen, 1, at)
+    return new, [e.reason for e in events.between(old, new, seen.progress)]
+
+
+def observed(**changes: Any) -> Observation:
+    return Observation(WORKERS, progress=progress(**changes))
+
+
 def test_events_are_said_once_on_each_transition() -> None:
-    queued = status.compute({}, Observation(WORKERS, waiting="busy"), 1, T0)
-    assert [e.reason for e in events.between({}, queued)] == ["Queued"]
-    assert events.between(queued, queued) == []
-    running = status.compute(queued, Observation(WORKERS, progress=progress()), 1, T0)
-    assert [e.reason for e in events.between(queued, running)] == ["Admitted", "PhaseStarted"]
-    suspended = status.compute(
-        running, Observation(WORKERS, progress=progress(suspended=True)), 1, T1
-    )
-    assert [e.reason for e in events.between(running, suspended)] == ["Suspended"]
-    resumed = status.compute(suspended, Observation(WORKERS, progress=progress()), 1, T1)
-    assert [e.reason for e in events.between(suspended, resumed)] == ["Resumed"]
-    failed = status.compute(
-        resumed, Observation(WORKERS, progress=progress(state=RunState.FAILED, error="boom")), 1, T1
-    )
-    [event] = events.between(resumed, failed)
+    queued, said = step({}, Observation(WORKERS, waiting="busy"))
+    assert said == ["Queued"]
+    assert step(queued, Observation(WORKERS, waiting="busy"))[1] == []
+    running, said = step(queued, observed())
+    assert said == ["Admitted", "PhaseStarted"]
+    suspended, said = step(running, observed(suspended=True), T1)
+    assert said == ["Suspended"]
+    resumed, said = step(suspended, observed(), T1)
+    assert said == ["Resumed"]
+    failed = status.compute(resumed, observed(state=RunState.FAILED, error="boom"), 1, T1)
+    [event] = events.between(resumed, failed, progress(state=RunState.FAILED, error="boom"))
     assert (event.type, event.reason) == ("Warning", "Failed") and "boom" in event.message
+
+
+def started(old: dict[str, Any], seen: Observation) -> list[str]:
+    """The messages of the PhaseStarted Events of the move from ``old`` when ``seen``."""
+    new = status.compute(old, seen, 1, T1)
+    return [
+        e.message for e in events.between(old, new, seen.progress) if e.reason == "PhaseStarted"
+    ]
+
+
+def test_every_phase_opened_since_the_last_look_gets_its_event_in_order() -> None:
+    every = [f"phase {name} started" for name in PHASES]
+    pending = status.compute({}, Observation(WORKERS), 1, T0)
+    assert started(pending, observed(phase="deals+messages", phase_index=2)) == every
+    in_first = status.compute({}, observed(), 1, T0)
+    assert started(in_first, observed()) == []
+    assert started(in_first, observed(phase="deals+messages", phase_index=2)) == every[1:]
+    in_second = status.compute({}, observed(phase="people", phase_index=1), 1, T0)
+    done = observed(state=RunState.SUCCEEDED, phase=None, phase_index=3, finished_at=T1)
+    assert started(in_second, done) == every[2:]  # the last phase ended between two looks
+    assert started(pending, done) == every  # a whole run between two looks
+    assert started(status.compute(in_second, done, 1, T1), done) == []
+
+
+def test_a_retried_run_reopens_its_phase_once_and_an_outage_skips_none() -> None:
+    failed = status.compute({}, observed(state=RunState.FAILED, phase=None, phase_index=1), 1, T0)
+    assert started(failed, observed(phase="people", phase_index=1)) == ["phase people started"]
+    in_first = status.compute({}, observed(), 1, T0)
+    outage = status.compute(in_first, Observation(WORKERS, database_error="refused"), 1, T1)
+    assert started(in_first, Observation(WORKERS, database_error="refused")) == []
+    assert started(outage, observed(phase="deals+messages", phase_index=2)) == [
+        "phase people started",
+        "phase deals+messages started",
+    ]
 
 
 # -- admission order, lifecycle ----------------------------------------------------------------
@@ -223,49 +267,55 @@ def test_a_malformed_pool_spec_names_the_key(data: dict[str, str], fragment: str
         pool.parse(data)
 
 
+def sized_deployment(lanes: str, pool_size: int, replicas: int) -> dict[str, Any]:
+    """A worker Deployment (or the patch that makes one) as the pool spec sizes it."""
+    digest = hashlib.sha256(f"lanes={lanes};poolSize={pool_size}".encode()).hexdigest()[:16]
+    env = [
+        {"name": "FERRYMAN_LANES", "value": lanes},
+        {"name": "FERRYMAN_POOL_SIZE", "value": str(pool_size)},
+    ]
+    return {
+        "spec": {
+            "replicas": replicas,
+            "template": {
+                "metadata": {"annotations": {"ferryman.dev/pool-spec-hash": digest}},
+                "spec": {"containers": [{"name": "worker", "env": env}]},
+            },
+        }
+    }
+
+
 def test_the_deployment_patch_is_written_once_then_nothing() -> None:
     sizing = pool.size(pool.parse({"lanes": "migrations:2", "replicas": "2"}), BUDGET)
     deployment: dict[str, Any] = {
         "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "worker"}]}}}
     }
     patch = pool.deployment_patch(deployment, sizing)
-    digest = hashlib.sha256(b"lanes=migrations:2;poolSize=6").hexdigest()[:16]
-    assert patch == {
-        "spec": {
-            "replicas": 2,
-            "template": {
-                "metadata": {"annotations": {"ferryman.dev/pool-spec-hash": digest}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "worker",
-                            "env": [
-                                {"name": "FERRYMAN_LANES", "value": "migrations:2"},
-                                {"name": "FERRYMAN_POOL_SIZE", "value": "6"},
-                            ],
-                        }
-                    ]
-                },
-            },
-        }
-    }
-    applied = {
-        "spec": {
-            "replicas": 2,
-            "template": {
-                "metadata": {"annotations": {"ferryman.dev/pool-spec-hash": digest}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "worker",
-                            "env": [
-                                {"name": "FERRYMAN_LANES", "value": "migrations:2"},
-                                {"name": "FERRYMAN_POOL_SIZE", "value": "6"},
-                            ],
-                        }
-                    ]
-                },
-            },
-        }
-    }
-    assert pool.deployment_patch(applied, sizing) is None
+    assert patch == sized_deployment("migrations:2", 6, 2)
+    assert pool.deployment_patch(sized_deployment("migrations:2", 6, 2), sizing) is None
+
+
+def test_a_lane_without_a_width_takes_its_threads_from_the_pool_size() -> None:
+    spec = pool.parse({"lanes": "migrations,critical:2,default", "replicas": "2", "poolSize": "15"})
+    sizing = pool.size(spec, BUDGET)
+    # 15 - 4 own - 2 for critical = 9 for two lanes: 5 (the first gets the remainder) and 4
+    assert sizing.fits and sizing.pool_size == 15 and sizing.migrations_width == 5
+    assert "2 replicas x 15 connections + 6" in sizing.message
+    patch = pool.deployment_patch({}, sizing)  # the lanes as given: the chart hashes the same
+    assert patch == sized_deployment("migrations,critical:2,default", 15, 2)
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ({"lanes": "migrations,default:2"}, "no thread count"),
+        ({"lanes": "migrations,default:2", "poolSize": "6"}, "leaves 0 thread(s)"),
+    ],
+)
+def test_a_width_less_lane_without_room_is_refused_with_the_workers_words(
+    data: dict[str, str], fragment: str
+) -> None:
+    sizing = pool.size(pool.parse({**data, "replicas": "1"}), BUDGET)
+    assert not sizing.fits and sizing.reason == "InvalidPoolSpec"
+    assert fragment in sizing.message and "FERRYMAN_POOL_SIZE" in sizing.message
+    assert pool.deployment_patch({}, sizing) is None

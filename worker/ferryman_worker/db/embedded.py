@@ -94,7 +94,9 @@ def start(
     return EmbeddedServer(folder, handle)
 
 
-def _signal_and_wait(pid: int, timeout: float = 30.0) -> None:
+def _signal_and_wait(pid: int, timeout: float = 120.0) -> None:
+    """A fast shutdown, waited for: its checkpoint can take tens of seconds on a loaded machine
+    (30 s was once too short in a test run), and a server left stopping would outlive us."""
     try:
         os.kill(pid, signal.SIGINT)
     except ProcessLookupError:
@@ -106,3 +108,9 @@ def _signal_and_wait(pid: int, timeout: float = 30.0) -> None:
         except ProcessLookupError:
             return
         time.sleep(0.05)
+    warnings.warn(
+        f"the embedded PostgreSQL (pid {pid}) did not stop within {timeout:.0f} s; "
+        f"stop it with `kill -INT {pid}`",
+        RuntimeWarning,
+        stacklevel=2,
+    )

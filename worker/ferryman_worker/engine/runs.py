@@ -144,14 +144,7 @@ def kind_progress(conn: Connection, run_id: int) -> list[dict[str, Any]]:
 
 def suspend(conn: Connection, run_id: int) -> bool:
     """Pause a running run: running tasks stop at their next window boundary."""
-    with conn.transaction():
-        done = conn.execute(
-            queries.engine("set_suspended"), {"run_id": run_id, "suspended": True}
-        ).fetchone()
-        conn.execute(
-            queries.engine("release_queued_tasks"), {"run_id": run_id, "status": "pending"}
-        )
-    return done is not None
+    return _stop(conn, run_id, "set_suspended", {"suspended": True}, queued="pending")
 
 
 def resume(conn: Connection, run_id: int) -> list[int]:
@@ -194,11 +187,17 @@ def forget_name(conn: Connection, name: str) -> str | None:
 
 def cancel(conn: Connection, run_id: int, reason: str = "cancelled") -> bool:
     """End a run for good: its tasks stop at their next window boundary."""
+    change = {"state": "cancelled", "error": reason}
+    return _stop(conn, run_id, "finish_run", change, queued="cancelled")
+
+
+def _stop(
+    conn: Connection, run_id: int, query: str, change: dict[str, Any], *, queued: str
+) -> bool:
+    """Suspend or cancel: the run's row changed by engine query ``query`` and its queued tasks
+    (not started yet: their jobs will exit) made ``queued``, in one transaction. Whether the run
+    changed (it was running)."""
     with conn.transaction():
-        done = conn.execute(
-            queries.engine("finish_run"), {"run_id": run_id, "state": "cancelled", "error": reason}
-        ).fetchone()
-        conn.execute(
-            queries.engine("release_queued_tasks"), {"run_id": run_id, "status": "cancelled"}
-        )
+        done = conn.execute(queries.engine(query), {"run_id": run_id, **change}).fetchone()
+        conn.execute(queries.engine("release_queued_tasks"), {"run_id": run_id, "status": queued})
     return done is not None

@@ -176,7 +176,9 @@ class Scope:
     ) -> None:
         """One window, committed with the checkpoint at ``offset``: one statement, or with
         ``finish`` one transaction that also ends the task and completes the job. A row the
-        database refuses sends the window round again, row by row."""
+        database refuses sends the window round again, row by row. A window the gate refused
+        while the run was suspended is written again when the run was resumed before the job
+        looked at it (the task still its own); otherwise the job stops (``Stop``)."""
         valid, malformed = windows.validate(self.kind, records)
         window = windows.Window(offset, valid, [*extra_malformed, *malformed])
         began = time.perf_counter()
@@ -192,7 +194,13 @@ class Scope:
                 )
         except windows.Closed:
             self.gate(self.conn)
-            raise Stop(None) from None
+            if not self.holds_task(self.conn):
+                raise Stop(None) from None
+            # refused while suspended, resumed before the look: the same window again
+            self.commit_window(
+                records, offset, extra_malformed, finish=finish, next_stripe=next_stripe
+            )
+            return
         metrics.window(
             (self.run["id"], self.run["name"]),
             self.kind.name,
@@ -223,6 +231,12 @@ class Scope:
             raise Stop("cancelled")
         if row["suspended"]:
             raise Stop("pending")
+
+    def holds_task(self, conn: Connection) -> bool:
+        """Whether the task is still this job's (a refused window means a lost claim only when
+        it is not)."""
+        params = {"task_id": self.task["id"], "job_id": self.ctx.job.id}
+        return conn.execute(queries.engine("task_held"), params).fetchone() is not None
 
     def finish(self, conn: Connection, next_stripe: int | None) -> None:
         """The task's last step, in its last window's transaction: done, next stripe task,

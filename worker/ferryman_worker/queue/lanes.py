@@ -1,8 +1,9 @@
 """Lanes: each is its own executor of ``width`` threads for one queue.
 
 Widening one lane adds threads to that lane only; a lane can neither borrow from nor starve
-another. This module parses the lanes string and holds a lane's wake-up signal; the threads
-themselves are run by ``worker``.
+another. This module parses the lanes string (a lane written without a width takes a share of
+the threads the pool leaves: ``share``; how many that is, is the settings' business) and holds
+a lane's wake-up signal; the threads themselves are run by ``worker``.
 """
 
 from __future__ import annotations
@@ -25,28 +26,55 @@ class LaneSpec:
     width: int
 
 
-def parse_lanes(text: str) -> list[LaneSpec]:
-    """Parse ``name:threads,...``; ConfigurationError names the bad part and the fix."""
+@dataclasses.dataclass(frozen=True)
+class LaneRequest:
+    """One lane as written: its width, or None when it takes a share of the pool (``name``)."""
+
+    name: str
+    width: int | None
+
+
+def read_lanes(text: str) -> list[LaneRequest]:
+    """Parse ``name[:threads],...`` as written; ConfigurationError names the bad part and the fix.
+    A lane without ``:threads`` gets its width from ``share``."""
     if not text or not text.strip():
         raise ConfigurationError(f"lanes is empty: give at least one lane, e.g. {EXAMPLE!r}")
-    specs: list[LaneSpec] = []
+    requests: list[LaneRequest] = []
     for part in text.split(","):
-        spec = _parse_one(part.strip(), text)
-        if any(s.name == spec.name for s in specs):
+        request = _parse_one(part.strip(), text)
+        if any(r.name == request.name for r in requests):
             raise ConfigurationError(
-                f"lanes {text!r} names lane {spec.name!r} twice: give each lane once"
+                f"lanes {text!r} names lane {request.name!r} twice: give each lane once"
             )
-        specs.append(spec)
+        requests.append(request)
+    return requests
+
+
+def share(requests: list[LaneRequest], spare: int) -> list[LaneSpec]:
+    """The lanes with widths: a lane written without one gets an equal share of ``spare``
+    threads; the remainder goes one thread each to the first such lanes, in the order written.
+    Lanes given a width keep it (the caller checks that every share is at least 1)."""
+    open_count = sum(1 for r in requests if r.width is None)
+    each, remainder = divmod(spare, open_count) if open_count else (0, 0)
+    specs: list[LaneSpec] = []
+    for request in requests:
+        if request.width is not None:
+            specs.append(LaneSpec(request.name, request.width))
+            continue
+        specs.append(LaneSpec(request.name, each + (1 if remainder > 0 else 0)))
+        remainder -= 1
     return specs
 
 
-def _parse_one(part: str, text: str) -> LaneSpec:
+def _parse_one(part: str, text: str) -> LaneRequest:
     name, sep, width_text = part.partition(":")
-    if not sep or not _NAME.match(name):
+    if not _NAME.match(name):
         raise ConfigurationError(
-            f"lanes {text!r}: {part!r} is not 'name:threads' (a lowercase name, a colon, a "
-            f"positive thread count), e.g. {EXAMPLE!r}"
+            f"lanes {text!r}: {part!r} is not 'name:threads' or 'name' (a lowercase name, then "
+            f"optionally a colon and a positive thread count), e.g. {EXAMPLE!r}"
         )
+    if not sep:
+        return LaneRequest(name, None)
     try:
         width = int(width_text)
     except ValueError:
@@ -58,7 +86,7 @@ def _parse_one(part: str, text: str) -> LaneSpec:
             f"lanes {text!r}: lane {name!r} has {width} threads; a lane needs at least 1 "
             "(remove the lane instead)"
         )
-    return LaneSpec(name, width)
+    return LaneRequest(name, width)
 
 
 class Lane:

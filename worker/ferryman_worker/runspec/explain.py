@@ -20,7 +20,6 @@ from ferryman_worker.runspec.models import (
     CONDITION_TYPE,
     DNS_LABEL,
     DNS_SUBDOMAIN,
-    HTTP_URL,
     IDENTIFIER,
     INLINE_CREDENTIALS,
     SECRET_KEY,
@@ -42,7 +41,6 @@ _PATTERNS: Final[dict[str, tuple[str, bool]]] = {
     ),
     IDENTIFIER: ("a lowercase identifier: a letter, then lowercase letters, digits or '_'", True),
     SECRET_KEY: ("a Secret key: letters, digits, '-', '_' or '.'", True),
-    HTTP_URL: ("an http:// or https:// URL", False),
     CONDITION_TYPE: ("a CamelCase condition type, e.g. Admitted", True),
     CONDITION_REASON: ("a CamelCase reason, e.g. WorkspaceBusy", True),
 }

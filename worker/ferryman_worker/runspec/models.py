@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 import urllib.parse
 from typing import Annotated, Final, Literal, Self
 
@@ -26,6 +27,7 @@ DNS_LABEL: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 IDENTIFIER: Final = r"^[a-z][a-z0-9_]*$"
 SECRET_KEY: Final = r"^[-._a-zA-Z0-9]+$"
 HTTP_URL: Final = r"^https?://"
+SCHEME_MESSAGE: Final = "must be an http:// or https:// URL, e.g. https://api.example.com"
 CONDITION_TYPE: Final = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
@@ -54,6 +56,8 @@ def _check_base_url(url: str) -> str:
         parts.port  # noqa: B018 - raises ValueError for a port out of range
     except ValueError:
         raise PydanticCustomError("url_parsing", "is not a valid URL") from None
+    if not re.match(HTTP_URL, url):
+        raise PydanticCustomError("url_scheme", SCHEME_MESSAGE)
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise PydanticCustomError(
             "inline_credentials", "must not carry credentials (user:password@); " + SECRET_ADVICE
@@ -71,21 +75,33 @@ def _check_base_url(url: str) -> str:
     return url
 
 
-def _cel(rule: str, message: str) -> dict[str, str]:
+def _cel(rule: str, message: str, reason: str | None = None) -> dict[str, str]:
     """A CEL rule of the CRD's schema (``x-kubernetes-validations``): the API server refuses a
     value for which it is false, with ``message`` after the field's path."""
-    return {"rule": rule, "message": message}
+    return {"rule": rule, "message": message} | ({"reason": reason} if reason else {})
 
 
-# What the CRD can say of a base URL (the model says all of it in _check_base_url).
+def _unquoted(rule: str, message: str) -> dict[str, str]:
+    """A CEL rule whose refusal does not quote the value: the API server's answer to a broken
+    rule of the default reason (FieldValueInvalid), like to ``pattern``, ``minLength`` and
+    ``enum``, is ``Invalid value: "<the value>": ...``; with FieldValueForbidden it is
+    ``Forbidden: <message>``. ``maxLength`` is answered ``Too long`` without the value."""
+    return _cel(rule, message, "FieldValueForbidden")
+
+
+# What the CRD can say of a base URL (the model says all of it in _check_base_url), as rules that
+# never quote the URL back (it may hold a password); hence no ``pattern`` on the field.
 _BASE_URL_RULES: Final = [
-    _cel("!self.contains('@')", "must not carry credentials (user:password@); " + SECRET_ADVICE),
-    _cel(
+    _unquoted("self.matches('^https?://')", SCHEME_MESSAGE),
+    _unquoted(
+        "!self.contains('@')", "must not carry credentials (user:password@); " + SECRET_ADVICE
+    ),
+    _unquoted(
         "!self.contains('?') && !self.contains('#')",
         "must not have a query or fragment "
         "(credentials belong in spec.source.credentialsSecretRef)",
     ),
-    _cel(
+    _unquoted(
         "self.matches('^https?://[^/:\\\\s]+(:[0-9]{1,5})?(/\\\\S*)?$')",
         "must be an http(s) URL with a host, e.g. https://api.example.com",
     ),
@@ -147,7 +163,6 @@ class SourceSpec(_Model):
             alias="baseURL",
             min_length=1,
             max_length=2048,
-            pattern=HTTP_URL,
             json_schema_extra={"x-kubernetes-validations": _BASE_URL_RULES},
         ),
         AfterValidator(_check_base_url),
@@ -287,6 +302,49 @@ class Condition(_Model):
     """The metadata.generation this condition was computed from."""
 
 
+class PhaseEta(_Model):
+    """One phase still to do: the time it has left and what bounds it."""
+
+    phase: Annotated[str, Field(max_length=1024)]
+    """The phase's kinds, e.g. people+deals."""
+
+    seconds: Count | None = None
+    """Seconds left; null while a part cannot be estimated yet (the message names it)."""
+
+    at_least_seconds: Count = 0
+    """Seconds left of the parts estimated so far: a lower bound, equal to seconds when known."""
+
+    bound_by: Literal["RateLimit", "Pace"] = "Pace"
+    """RateLimit: the source's rate limit binds; Pace: the pace of its tasks so far."""
+
+    message: Annotated[str, Field(max_length=4096)] = ""
+    """For humans, e.g. phase 4/4 (messages): ETA 1:10 (at the pace of its tasks so far)."""
+
+
+class RunEta(_Model):
+    """The time a running run has left, and what bounds it (``ferryman status`` shows the same)."""
+
+    seconds: Count | None = None
+    """Seconds left; null while a part cannot be estimated yet (the message names it)."""
+
+    at_least_seconds: Count = 0
+    """Seconds left of the parts estimated so far: a lower bound, equal to seconds when known."""
+
+    bound_by: Literal["RateLimit", "Pace"] = "Pace"
+    """RateLimit: the source's rate limit (spec.source.rateLimit) binds; Pace: the pace of the
+    run's tasks so far."""
+
+    remaining: Annotated[str, Field(max_length=64)] = ""
+    """The time left for the ETA column: 1:02:03, or >= 0:40 (a lower bound), or unknown."""
+
+    message: Annotated[str, Field(max_length=4096)] = ""
+    """For humans, e.g. ETA 2:10:00 for the run (bound by the source's rate limit: 1,930,000
+    tokens at 250/s)."""
+
+    phases: Annotated[list[PhaseEta], Field(max_length=64)] = Field(default_factory=list)
+    """Each phase still to do, the running one first."""
+
+
 class MigrationRunStatus(_Model):
     """What the operator last saw of the run; written by the operator only."""
 
@@ -320,6 +378,9 @@ class MigrationRunStatus(_Model):
 
     finished_at: AwareDatetime | None = None
     """When the run reached Succeeded, Failed or Cancelled."""
+
+    eta: RunEta | None = None
+    """While it runs: the time it has left and what bounds it."""
 
     observed_generation: Count | None = None
     """The metadata.generation this status was computed from."""

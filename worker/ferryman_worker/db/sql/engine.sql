@@ -115,6 +115,11 @@ UPDATE ferryman_tasks SET status = 'done', finished_at = now(), heartbeat_at = n
  WHERE id = %(task_id)s AND status = 'running' AND job_id = %(job_id)s
 RETURNING id;
 
+-- name: task_held
+-- Whether a task is still this job's: a window the gate refused while the run was suspended is
+-- written again if the run was resumed before the job looked, and a lost claim stops the job.
+SELECT 1 FROM ferryman_tasks WHERE id = %(task_id)s AND status = 'running' AND job_id = %(job_id)s;
+
 -- name: stop_task
 -- Cancel or suspend reached the task at a window boundary: it gives its claim back.
 UPDATE ferryman_tasks SET status = %(status)s, job_id = NULL
@@ -208,9 +213,10 @@ SELECT count(*) OVER () AS tasks, t.id AS task_id, t.kind, j.last_error, j.attem
  LIMIT 1;
 
 -- name: kind_progress
--- Per kind: tasks, rows, and active_seconds, the time some task of the kind was working (the
--- union of its tasks' spans from claim to end, or to the last checkpoint of a task stopped by a
--- suspension): a suspended run's pause does not count against its rate.
+-- Per kind: tasks, rows, whether it is a tree kind (its tasks list parents), and active_seconds,
+-- the time some task of the kind was working (the union of its tasks' spans from claim to end, or
+-- to the last checkpoint of a task stopped by a suspension): a suspended run's pause does not
+-- count against its rate.
 WITH spans AS (
     SELECT kind, claimed_at AS s,
            CASE WHEN status = 'running' THEN greatest(now(), claimed_at)
@@ -234,7 +240,8 @@ WITH spans AS (
 SELECT t.kind, t.phase, count(*) AS tasks, count(*) FILTER (WHERE t.status = 'done') AS done,
        sum(t.rows_written) AS written, sum(t.rows_skipped) AS skipped,
        sum(t.rows_failed) AS failed, min(t.claimed_at) AS first_claim,
-       max(t.finished_at) AS last_finish, coalesce(max(a.seconds), 0) AS active_seconds
+       max(t.finished_at) AS last_finish, coalesce(max(a.seconds), 0) AS active_seconds,
+       bool_or(t.cursor ? 'parents') AS tree
   FROM ferryman_tasks t LEFT JOIN active a ON a.kind = t.kind
  WHERE t.run_id = %(run_id)s
  GROUP BY t.kind, t.phase ORDER BY t.phase, t.kind;

@@ -1,0 +1,179 @@
+"""The operator's /metrics, scraped from a real ``ferryman operator`` (under the chart's RBAC, on
+the real control plane) while it admits, queues and refuses MigrationRuns that two real ``ferryman
+worker`` processes import from the demo CRM with 5xx and 429s; parsed with prometheus_client's
+parser and checked against the MigrationRuns on the API server, the database, the worker
+Deployment the operator sized, the workers' own /metrics and the demo CRM's call counts."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from faulty import TOKEN, faulty_crm
+from scrape import Samples, by, has, scrape, total
+from tests.k8s import operator_bench
+from tests.k8s.operator_bench import Bench, eventually, free_port, pool_objects, run_manifest
+
+from ferryman_worker import contract
+
+pytestmark = [pytest.mark.k8s, pytest.mark.slow]
+
+SMALL = {"organizations": 300, "people": 100, "deals": 20}
+STATES = ("Pending", "Queued", "Running", "Succeeded", "Failed", "Cancelled")
+
+
+def states_on_the_api_server(bench: Bench) -> dict[str, float]:
+    items = bench.cp.kubectl_json("get", "mrun", "-n", bench.namespace)["items"]
+    found = collections.Counter((i.get("status") or {}).get("state") or "Pending" for i in items)
+    return {state: float(found[state]) for state in STATES}
+
+
+def runs_by_state(samples: Samples, namespace: str) -> dict[str, float]:
+    return by(samples, "ferryman_operator_runs", "state", namespace=namespace)
+
+
+def same_states(bench: Bench, port: int) -> dict[str, float]:
+    """The operator's runs by state once they equal the MigrationRuns' (the index follows the
+    watch, a moment behind a status write)."""
+
+    def agree() -> dict[str, float] | None:
+        seen = runs_by_state(scrape(port)[1], bench.namespace)
+        return seen if seen == states_on_the_api_server(bench) else None
+
+    result: dict[str, float] = eventually(agree, 15, "runs by state to match the API server")
+    return result
+
+
+def answered(stats: dict[str, Any], *statuses: str) -> int:
+    return sum(n for counts in stats.values() for status, n in counts.items() if status in statuses)
+
+
+def test_the_operators_metrics_match_the_runs_the_database_and_the_deployment(
+    world: Bench,
+    db_url: str,
+) -> None:
+    port, worker_ports = free_port(), [free_port(), free_port()]
+    ns = world.release_ns
+    objects = pool_objects(ns, "migrations:2,default:1", 1)
+    listed = {"apiVersion": "v1", "kind": "List", "items": objects}
+    world.cp.kubectl("apply", "-f", "-", input=json.dumps(listed))
+    try:
+        with faulty_crm(**SMALL) as crm:
+            world.secret(crm.api_key)
+            world.operator(FERRYMAN_OPERATOR_METRICS_PORT=str(port))
+            world.apply(run_manifest("first", crm.url))
+            world.apply(run_manifest("second", crm.url, kinds=["organizations", "people"]))
+            world.apply(run_manifest("rejected", crm.url, conflictPolicy="Reject"))
+            # no worker yet: first stays admitted, second queued behind it, rejected refused
+            world.wait_state("second", "Queued", timeout=30)
+            world.wait_state("rejected", "Failed", timeout=30)
+            queued = same_states(world, port)
+            assert queued == {**dict.fromkeys(STATES, 0.0), "Running": 1, "Queued": 1, "Failed": 1}
+            _, during = scrape(port)
+            [age] = [v for (n, ls), v in during.items() if n.endswith("queued_oldest_seconds")]
+            assert has(during, "ferryman_operator_queued_oldest_seconds", workspace="acme")
+            assert 0 < age < 120
+
+            world.workers(2, ports=worker_ports)
+            world.wait_state("first", "Succeeded", timeout=180)
+            second = world.wait_state("second", "Succeeded", timeout=180)
+            ended = same_states(world, port)
+            text, after = scrape(port)
+            workers = [scrape(p)[1] for p in worker_ports]  # the first look after the runs ended
+            stats = crm.stats()["requests"]
+            deployment = world.cp.kubectl_json("get", "deployment", "ferryman-worker", "-n", ns)
+    finally:
+        listed = {"apiVersion": "v1", "kind": "List", "items": objects}
+        world.cp.kubectl("delete", "-f", "-", input=json.dumps(listed), check=False)
+
+    assert ended == {**dict.fromkeys(STATES, 0.0), "Succeeded": 2, "Failed": 1}
+    assert not has(after, "ferryman_operator_queued_oldest_seconds")
+    assert TOKEN not in text and "password" not in text.lower()
+    assert total(after, "ferryman_operator_leader") == 1
+
+    # admissions: the runs the database holds; the Reject run: one refusal, WorkspaceBusy
+    with contract.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM ferryman_runs WHERE name LIKE %s", (f"{world.namespace}/%",)
+        ).fetchone()
+        written = conn.execute(
+            "SELECT r.name, sum(t.rows_written) AS n FROM ferryman_tasks t"
+            " JOIN ferryman_runs r ON r.id = t.run_id GROUP BY r.name"
+        ).fetchall()
+    assert row is not None and row["n"] == 2
+    assert total(after, "ferryman_operator_admissions_total") == row["n"]
+    assert by(after, "ferryman_operator_refusals_total", "reason") == {
+        "WorkspaceBusy": 1,
+        "InvalidSpec": 0,
+        "AdmissionFailed": 0,
+        "Other": 0,
+    }
+    assert total(after, "ferryman_operator_reconcile_errors_total") == 0
+
+    # the sizing gauges: what the operator wrote into the Deployment
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    pool = {"namespace": ns, "pool": "ferryman"}
+    assert total(after, "ferryman_operator_sizing_fits", **pool) == 1
+    assert (
+        total(after, "ferryman_operator_sizing_replicas", **pool) == deployment["spec"]["replicas"]
+    )
+    assert total(after, "ferryman_operator_sizing_pool_size", **pool) == int(
+        env["FERRYMAN_POOL_SIZE"]
+    )
+    lanes = {p.split(":")[0]: float(p.split(":")[1]) for p in env["FERRYMAN_LANES"].split(",")}
+    assert by(after, "ferryman_operator_sizing_lane_threads", "lane", **pool) == lanes
+
+    # the workers: rows per run as the tasks and the status say, calls as the demo CRM counted
+    rows = {r["name"]: r["n"] for r in written}
+    for name in ("first", "second"):
+        key = f"{world.namespace}/{name}"
+        got = sum(total(w, "ferryman_rows_total", run=key, outcome="written") for w in workers)
+        assert got == rows[key], (name, got, rows[key])
+    assert rows[f"{world.namespace}/second"] == second["rowsWritten"]
+    calls = collections.Counter[str]()
+    for w in workers:
+        calls.update(by(w, "ferryman_source_calls_total", "outcome"))
+    assert calls["2xx"] == answered(stats, "200")
+    assert calls["429"] == answered(stats, "429") > 0
+    assert calls["5xx"] == answered(stats, "500", "502", "503") > 0
+
+
+def test_database_outages_count_as_reconcile_errors_of_the_handler_that_met_them(
+    world: Bench,
+    tmp_path: Path,
+    db_url: str,
+) -> None:
+    port = free_port()
+    proxy = operator_bench.SocketProxy(db_url, tmp_path / "proxy")
+    try:
+        world.operator(FERRYMAN_DATABASE_URL=proxy.url, FERRYMAN_OPERATOR_METRICS_PORT=str(port))
+        world.apply(run_manifest("parked", "http://127.0.0.1:9", suspend=True))
+        world.wait_state("parked", "Running", timeout=30)
+        assert total(scrape(port)[1], "ferryman_operator_reconcile_errors_total") == 0
+        proxy.cut()
+        errors = eventually(
+            lambda: (
+                total(scrape(port)[1], "ferryman_operator_reconcile_errors_total", error="database")
+                >= 2
+            ),
+            30,
+            "database errors counted",
+        )
+        assert errors
+        _, down = scrape(port)
+        assert by(down, "ferryman_operator_reconcile_errors_total", "error") == {
+            "database": total(down, "ferryman_operator_reconcile_errors_total")
+        }
+        assert total(down, "ferryman_operator_reconcile_errors_total", handler="refresh") >= 1
+    finally:
+        proxy.restore()
+    eventually(
+        lambda: "DatabaseUnavailable" not in json.dumps(world.status("parked")["conditions"]),
+        30,
+        "the operator to recover",
+    )
+    proxy.cut()
