@@ -3,16 +3,22 @@
 
 Uses FERRYMAN_DATABASE_URL's server, or starts an embedded one (fsync on). Each scenario gets a
 fresh database. Prints a table, then as its LAST line one JSON object with enqueue_per_s,
-bulk_enqueue_per_s, drain_per_s_1, drain_per_s_4, wake_p50_ms, wake_p95_ms, wake_p99_ms and
-batch_overhead_pct (10,000 no-op jobs in one batch vs not, drained by a lane of 1, in alternating
-rounds: the median of the rounds' CPU per job, the worker's and its database sessions', with its
-standard error and the rounds' range beside it; batch_overhead_db_pct: the sessions' alone),
+bulk_enqueue_per_s, drain_per_s_1, drain_per_s_4, wake_p50_ms, wake_p95_ms, wake_p99_ms,
 claims_per_job_16_threads (single jobs at 300/s on a lane of 16 threads: ferryman_claim calls
-per job), and metrics_overhead_pct (10,000 no-op jobs drained by a lane of 4 with the worker's
-Prometheus metrics recording, and scraped every 5 s (each scrape past the queue depths' cache, so
-each reads the database; Prometheus scrapes every 15 to 60 s), vs off, in alternating rounds: the
-median of the rounds' differences in CPU per job, the worker's and its database sessions', as
-for the batch overhead; metrics_overhead_wall_pct: of the drain time; load_avg_1m beside them).
+per job), the overheads and load_avg_1m.
+
+The overheads are measured side by side: each round starts two `ferryman worker` processes at
+once, one per variant, each with its own database of 10,000 no-op jobs, and measures both over
+the same window (from when each has finished a tenth of its jobs to when the first has finished
+nine tenths): CPU per job of the worker process and of its database sessions (from /proc, so the
+server must be local; else the worker's alone). Whatever the machine does meanwhile, it does to
+both. The median of the rounds' ratios is reported with its standard error and range:
+- batch_overhead_pct: the jobs in one batch vs none, lanes of 1 (_db_pct: the sessions alone);
+- metrics_overhead_pct: metrics recorded, served and scraped every second (Prometheus scrapes
+  every 15 to 60 s; each scrape here is past the queue depths' cache and reads the database) vs
+  off, lanes of 4;
+- same_overhead_pct: plain vs plain, lanes of 4: the method's own bias, near 0.
+Each with _stderr_pct, _range_pct, _wall_pct (wall time per job) and the load average range.
 
 With --scale it measures claims at fleet scale instead: slow jobs (--job-seconds, 0.2 s sleeps)
 on N `ferryman worker` processes x T threads, 16, 64 and 256 of them running at once, on a server
@@ -22,8 +28,8 @@ from /proc, so only for a local server), claims and index entries read per job. 
 with scale_efficiency_<n>, pg_cpu_us_per_job_<n>, claims_per_job_<n>, index_reads_per_claim_<n>
 and claim_cost_ratio_256_vs_16.
 
-    .venv/bin/python -P hack/bench/queue.py [--jobs 10000] [--rounds 6]
-    .venv/bin/python -P hack/bench/queue.py --metrics-only [--rounds 8]
+    .venv/bin/python -P hack/bench/queue.py [--jobs 10000] [--rounds 8]
+    .venv/bin/python -P hack/bench/queue.py --batch-only | --metrics-only | --overheads-only
     .venv/bin/python -P hack/bench/queue.py --scale [--rounds 1] [--seconds 10] [--job-seconds 0.2]
 """
 
@@ -43,17 +49,18 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import statistics
 import subprocess
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import LiteralString
 
 from psycopg import sql
 
-from ferryman_worker import metrics
 from ferryman_worker.db import connect, databases
 from ferryman_worker.queue import JobCall, JobOptions, Registry, batch, enqueue, enqueue_many, job
 from ferryman_worker.queue.worker import Worker
@@ -99,49 +106,17 @@ def bench_bulk(dbs: databases.Scratchpad, jobs: int, chunk: int = 5000) -> float
         return (jobs // chunk) * chunk / (time.perf_counter() - began)
 
 
-@dataclasses.dataclass(frozen=True)
-class Drain:
-    seconds: float
-    db_cpu_per_job: float | None
-    """CPU seconds per job of the worker's database sessions (None: the server is not local)."""
-    own_cpu_per_job: float
-    """CPU seconds per job of this process (the worker's threads, and this loop's polls)."""
-
-
-def backends_cpu_seconds(conn: connect.Connection) -> float | None:
-    """CPU seconds so far of the other client sessions of ``conn``'s database (the worker's
-    pool): autovacuum, checkpoints and other databases are left out. None if not local."""
-    rows = conn.execute(
-        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-        " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
-    ).fetchall()
-    try:
-        fields = [_proc_stat(int(row["pid"])) for row in rows]
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return sum(int(f[11]) + int(f[12]) for f in fields) / os.sysconf("SC_CLK_TCK")
-
-
-def drain(url: str, lanes: str, expected: int, poll: float = 0.01) -> Drain:
-    """How long (and how much CPU per job) a fresh worker takes to finish every ready job; CPU
-    is counted from when the worker has started."""
+def drain(url: str, lanes: str, expected: int, poll: float = 0.01) -> float:
+    """Seconds a fresh in-process worker takes to finish every ready job."""
     w = worker(url, lanes)
     with connect.connect(url) as conn:
         began = time.perf_counter()
         w.start()
-        done0, pg0, own0 = (
-            count_rows(conn, SUCCEEDED),
-            backends_cpu_seconds(conn),
-            time.process_time(),
-        )
         while count_rows(conn, SUCCEEDED) < expected:
             time.sleep(poll)
         elapsed = time.perf_counter() - began
-        pg1, own1 = backends_cpu_seconds(conn), time.process_time()
     w.stop(grace=5)
-    jobs = max(expected - done0, 1)
-    db = None if pg0 is None or pg1 is None else (pg1 - pg0) / jobs
-    return Drain(elapsed, db, (own1 - own0) / jobs)
+    return elapsed
 
 
 def bench_drain(dbs: databases.Scratchpad, jobs: int, width: int) -> float:
@@ -149,22 +124,7 @@ def bench_drain(dbs: databases.Scratchpad, jobs: int, width: int) -> float:
         with connect.connect(url) as conn:
             enqueue_many([noop.call() for _ in range(jobs)], conn=conn)
             conn.execute("VACUUM ANALYZE ferryman_jobs")
-        return jobs / drain(url, f"default:{width}", jobs).seconds
-
-
-def bench_batch(dbs: databases.Scratchpad, jobs: int, batched: bool) -> Drain:
-    with dbs.fresh() as url:
-        with connect.connect(url) as conn:
-            calls = [noop.call() for _ in range(jobs)]
-            if batched:
-                with batch(conn=conn, on_finish=done.call()):
-                    enqueue_many(calls, conn=conn)
-            else:
-                enqueue_many(calls, conn=conn)
-            conn.execute("VACUUM ANALYZE ferryman_jobs")
-            conn.execute("ALTER TABLE ferryman_jobs SET (autovacuum_enabled = false)")
-        expected = jobs + (1 if batched else 0)
-        return drain(url, "default:1", expected, poll=0.05)
+        return jobs / drain(url, f"default:{width}", jobs)
 
 
 def bench_wake(dbs: databases.Scratchpad, count: int = 200, spacing: float = 0.02) -> list[float]:
@@ -210,70 +170,6 @@ def bench_herd(
         w.stop(grace=5)  # its sessions end, and report their function calls
         time.sleep(0.5)
         return count_rows(conn, CLAIM_CALLS) / count
-
-
-def bench_metrics(dbs: databases.Scratchpad, jobs: int, rounds: int) -> dict[str, float]:
-    """Drain ``jobs`` no-op jobs on a lane of 4 with metrics off and on, alternating which goes
-    first each round (drift on a busy machine hits both alike); medians of the rounds' pairs."""
-    off: list[Drain] = []
-    on: list[Drain] = []
-    for round_no in range(rounds):
-        for recording in (False, True) if round_no % 2 == 0 else (True, False):
-            (on if recording else off).append(_metrics_round(dbs, jobs, recording))
-
-    def cpu(d: Drain) -> float:
-        return (d.db_cpu_per_job or 0.0) + d.own_cpu_per_job
-
-    pairs = list(zip(off, on, strict=True))
-    return {
-        "metrics_off_drain_s": statistics.median(d.seconds for d in off),
-        "metrics_on_drain_s": statistics.median(d.seconds for d in on),
-        # CPU per job, as the batch overhead: a busy machine stretches wall time far more than
-        # the work done; the wall time's difference is beside it
-        "metrics_overhead_pct": statistics.median(
-            (cpu(b) - cpu(a)) / cpu(a) * 100 for a, b in pairs
-        ),
-        "metrics_overhead_wall_pct": statistics.median(
-            (b.seconds - a.seconds) / a.seconds * 100 for a, b in pairs
-        ),
-        "load_avg_1m": os.getloadavg()[0],
-    }
-
-
-def _metrics_round(dbs: databases.Scratchpad, jobs: int, recording: bool) -> Drain:
-    with dbs.fresh() as url:
-        with connect.connect(url) as conn:
-            enqueue_many([noop.call() for _ in range(jobs)], conn=conn)
-            conn.execute("VACUUM ANALYZE ferryman_jobs")
-        stop = threading.Event()
-        scraper = threading.Thread(target=_scrape, args=(stop,), daemon=True)
-        (metrics.enable if recording else metrics.disable)()
-        if recording:
-            scraper.start()
-        try:
-            return drain(url, "default:4", jobs)
-        finally:
-            stop.set()
-            metrics.disable()
-            if recording:
-                scraper.join()
-
-
-def _scrape(stop: threading.Event) -> None:
-    """What Prometheus does to a worker, more often than it would (every 5 s: each scrape is
-    past the queue depths' cache and reads the database)."""
-    metrics.exposition()
-    while not stop.wait(5.0):
-        metrics.exposition()
-
-
-def report_metrics(results: dict[str, float]) -> None:
-    print(
-        f"drain 10,000, lane of 4, metrics off vs on: {results['metrics_off_drain_s']:.2f} s vs"
-        f" {results['metrics_on_drain_s']:.2f} s ({results['metrics_overhead_wall_pct']:+.1f} %);"
-        f" CPU per job (worker and its sessions) {results['metrics_overhead_pct']:+.1f} %;"
-        f" load average {results['load_avg_1m']:.2f}"
-    )
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -351,7 +247,9 @@ def procs_cpu_seconds(procs: list[subprocess.Popen[bytes]]) -> float:
     return sum(int(f[11]) + int(f[12]) for f in fields) / os.sysconf("SC_CLK_TCK")
 
 
-def start_workers(url: str, processes: int, threads: int) -> list[subprocess.Popen[bytes]]:
+def start_workers(
+    url: str, processes: int, threads: int, *, poll: float = 5.0, metrics_port: int = 0
+) -> list[subprocess.Popen[bytes]]:
     env = {
         **os.environ,
         "FERRYMAN_DATABASE_URL": url,
@@ -361,7 +259,8 @@ def start_workers(url: str, processes: int, threads: int) -> list[subprocess.Pop
         ),
     }
     command = [sys.executable, "-m", "ferryman_worker.cli", "--log-level", "WARNING", "worker"]
-    command += ["--lanes", f"default:{threads}", "--poll-interval", "5"]
+    command += ["--lanes", f"default:{threads}", "--poll-interval", str(poll)]
+    command += ["--metrics-port", str(metrics_port)]
     return [subprocess.Popen(command, env=env) for _ in range(processes)]
 
 
@@ -511,40 +410,62 @@ def report_scale(results: dict[str, float], job_s: float, load: tuple[float, flo
     )
 
 
+OVERHEADS = {
+    "batch": ("batch_overhead", "batch overhead: one batch of them vs none, lane of 1"),
+    "metrics": (
+        "metrics_overhead",
+        "metrics overhead: served and scraped every 1 s vs off, lane of 4",
+    ),
+    "same": ("same_overhead", "the method's own bias: plain vs plain, lane of 4 (near 0)"),
+}
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=10_000)
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="The overheads (batch, metrics, and the method's own bias) run two worker "
+        "processes side by side on the same machine at once; see README, Performance.",
+    )
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs per drain (default 10,000)")
     parser.add_argument(
-        "--rounds", type=int, help="alternating rounds, median taken (default 6; --scale: 1)"
+        "--rounds",
+        type=int,
+        help="rounds of each overhead, median taken (default 8); --scale: rounds (default 1)",
     )
     parser.add_argument("--scale", action="store_true", help="claims at 16/64/256 running jobs")
     parser.add_argument("--job-seconds", type=float, default=0.2, help="--scale: job length")
     parser.add_argument("--seconds", type=float, default=10.0, help="--scale: measured seconds")
-    parser.add_argument(
-        "--metrics-only", action="store_true", help="only the metrics overhead (default 8 rounds)"
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--batch-only", action="store_true", help="only the batch overhead")
+    only.add_argument("--metrics-only", action="store_true", help="only the metrics overhead")
+    only.add_argument(
+        "--overheads-only",
+        action="store_true",
+        help="only the overheads: batch, metrics, and the method's own bias (plain vs plain)",
     )
     args = parser.parse_args()
-    if args.metrics_only:
-        with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
-            dbs = databases.Scratchpad(admin_url, "ferryman_bench")
-            results = bench_metrics(dbs, args.jobs, args.rounds or 8)
-        report_metrics(results)
-        print(json.dumps({key: round(value, 2) for key, value in results.items()}))
-        return
     if args.scale:
         before = os.getloadavg()[0]
         with scale_server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
-            results = run_scale(admin_url, args.rounds or 1, args.job_seconds, args.seconds)
-        report_scale(results, args.job_seconds, (before, os.getloadavg()[0]))
+            scale = run_scale(admin_url, args.rounds or 1, args.job_seconds, args.seconds)
+        report_scale(scale, args.job_seconds, (before, os.getloadavg()[0]))
         return
+    if args.batch_only or args.metrics_only:
+        which = ["batch"] if args.batch_only else ["metrics"]
+    else:
+        which = ["batch", "metrics", "same"]
+    results: dict[str, float] = {}
     with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
         dbs = databases.Scratchpad(admin_url, "ferryman_bench")
-        results = run(dbs, args.jobs, args.rounds or 6)
-        results |= bench_metrics(dbs, args.jobs, args.rounds or 6)
+        if not (args.batch_only or args.metrics_only or args.overheads_only):
+            results = run(dbs, args.jobs)
+        for what in which:
+            results |= bench_overhead(dbs, args.jobs, args.rounds or 8, what)
+    results["load_avg_1m"] = os.getloadavg()[0]
     report(results)
 
 
-def run(dbs: databases.Scratchpad, jobs: int, batch_rounds: int) -> dict[str, float]:
+def run(dbs: databases.Scratchpad, jobs: int) -> dict[str, float]:
     results: dict[str, float] = {}
     results["enqueue_per_s"] = bench_enqueue(dbs, 2000)
     results["bulk_enqueue_per_s"] = bench_bulk(dbs, 50_000)
@@ -555,82 +476,261 @@ def run(dbs: databases.Scratchpad, jobs: int, batch_rounds: int) -> dict[str, fl
     results["wake_p95_ms"] = percentile(wake, 95)
     results["wake_p99_ms"] = percentile(wake, 99)
     results["claims_per_job_16_threads"] = bench_herd(dbs, 16)
-    plain: list[Drain] = []
-    batched: list[Drain] = []
-    for round_no in range(batch_rounds):  # alternate the order: drift hits both alike
-        for is_batched in (False, True) if round_no % 2 == 0 else (True, False):
-            (batched if is_batched else plain).append(bench_batch(dbs, jobs, is_batched))
-    results["plain_drain_s"] = statistics.median(d.seconds for d in plain)
-    results["batched_drain_s"] = statistics.median(d.seconds for d in batched)
-    # Round by round, batched against plain, in CPU per job (a busy machine stretches wall time
-    # far more than the work done): the database sessions' and the worker's, on a lane of one
-    # thread (more threads add the GIL's contention to the worker's CPU).
-    by_cpu = all(d.db_cpu_per_job for d in plain + batched)
-
-    def cost(d: Drain, db_only: bool = False) -> float:
-        if not by_cpu:
-            return d.seconds
-        return (d.db_cpu_per_job or 0.0) + (0.0 if db_only else d.own_cpu_per_job)
-
-    for key, db_only in (("batch_overhead", False), ("batch_overhead_db", True)):
-        overheads = [
-            (cost(b, db_only) - cost(p, db_only)) / cost(p, db_only) * 100
-            for p, b in zip(plain, batched, strict=True)
-        ]
-        results[f"{key}_pct"] = statistics.median(overheads)
-        results[f"{key}_range_pct"] = max(overheads) - min(overheads)
-        results[f"{key}_stderr_pct"] = statistics.stdev(overheads) / len(overheads) ** 0.5
-    results["batch_overhead_by_cpu"] = float(by_cpu)
-    results["plain_cpu_us_per_job"] = statistics.median(cost(d) for d in plain) * 1e6
     return results
 
 
+# -- overheads: two worker processes side by side -------------------------------------------------
+#
+# An overhead of a few per cent is smaller than what a shared machine does to CPU time from one
+# minute to the next (caches, frequency, other processes), so the two variants never run one
+# after the other: each round starts both at once, a `ferryman worker` process each with its own
+# database, and measures both over the same window (from when each has finished a tenth of its
+# jobs to when the first has finished nine tenths): CPU per job of the worker process and of its
+# database sessions, from /proc. Whatever the machine does in that window, it does to both.
+# Rounds alternate which one starts first; the median of the rounds' ratios is reported, with its
+# standard error and the rounds' range.
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """One side of a round: jobs finished and CPU seconds spent within the common window."""
+
+    jobs: int
+    worker_s: float
+    sessions_s: float | None
+    """The worker's database sessions (None: the server is not on this machine)."""
+    seconds: float
+
+    def per_job(self, part: str = "all") -> float:
+        own = 0.0 if part == "db" else self.worker_s
+        db = 0.0 if part == "worker" or self.sessions_s is None else self.sessions_s
+        return (own + db) / max(self.jobs, 1)
+
+
+@dataclasses.dataclass
+class _Side:
+    conn: connect.Connection
+    proc: subprocess.Popen[bytes]
+    port: int = 0
+
+    def snapshot(self) -> tuple[int, float, dict[int, float] | None, float]:
+        done = count_rows(self.conn, SUCCEEDED)
+        return done, procs_cpu_seconds([self.proc]), sessions_cpu(self.conn), time.perf_counter()
+
+
+def sessions_cpu(conn: connect.Connection) -> dict[int, float] | None:
+    """CPU seconds so far of each other client session of ``conn``'s database (a worker's pool
+    and its listener), by backend pid; None if the server is not local."""
+    rows = conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        " AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+    ).fetchall()
+    seconds: dict[int, float] = {}
+    for row in rows:
+        try:
+            fields = _proc_stat(int(row["pid"]))
+        except (FileNotFoundError, ProcessLookupError):
+            if not pathlib.Path("/proc/1").exists():
+                return None
+            continue  # the session ended just now
+        seconds[int(row["pid"])] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    if seconds and not pathlib.Path(f"/proc/{next(iter(seconds))}").exists():
+        return None
+    return seconds
+
+
+def _window(
+    before: tuple[int, float, dict[int, float] | None, float],
+    after: tuple[int, float, dict[int, float] | None, float],
+) -> Window:
+    sessions = None
+    if before[2] is not None and after[2] is not None:
+        sessions = sum(cpu - before[2].get(pid, 0.0) for pid, cpu in after[2].items())
+    return Window(after[0] - before[0], after[1] - before[1], sessions, after[3] - before[3])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def side_by_side(
+    dbs: databases.Scratchpad,
+    jobs: int,
+    threads: int,
+    prepare: Callable[[connect.Connection, int, str], None],
+    *,
+    b_metrics: bool = False,
+    first: str = "a",
+    scrape_every: float = 1.0,
+) -> tuple[Window, Window]:
+    """One round: sides a and b (``prepare(conn, jobs, side)`` fills each side's fresh
+    database), drained at once by a worker process each with a lane of ``threads``; b serves
+    /metrics (scraped every ``scrape_every`` s) if ``b_metrics``."""
+    with contextlib.ExitStack() as stack:
+        conns, urls = {}, {}
+        for name in "ab":
+            urls[name] = stack.enter_context(dbs.fresh())
+            conns[name] = conn = stack.enter_context(connect.connect(urls[name]))
+            prepare(conn, jobs, name)
+            conn.execute("VACUUM ANALYZE")
+            conn.execute("ALTER TABLE ferryman_jobs SET (autovacuum_enabled = false)")
+        order = "ab" if first == "a" else "ba"
+        sides: dict[str, _Side] = {}
+        for name in order:
+            port = free_port() if (name == "b" and b_metrics) else 0
+            (proc,) = start_workers(urls[name], 1, threads, poll=1.0, metrics_port=port)
+            sides[name] = _Side(conns[name], proc, port)
+        stack.callback(stop_workers, [side.proc for side in sides.values()])
+        stop = threading.Event()
+        if b_metrics:
+            scraper = threading.Thread(
+                target=_scrape, args=(sides["b"].port, scrape_every, stop), daemon=True
+            )
+            scraper.start()
+            stack.callback(scraper.join)
+        stack.callback(stop.set)
+        wait_until(
+            lambda: all(count_rows(s.conn, SUCCEEDED) >= jobs // 10 for s in sides.values()),
+            120,
+            "both sides to finish a tenth of their jobs",
+        )
+        before = {name: sides[name].snapshot() for name in order}
+        wait_until(
+            lambda: any(count_rows(s.conn, SUCCEEDED) >= jobs * 9 // 10 for s in sides.values()),
+            600,
+            "a side to finish nine tenths of its jobs",
+        )
+        after = {name: sides[name].snapshot() for name in order}
+    return _window(before["a"], after["a"]), _window(before["b"], after["b"])
+
+
+def _scrape(port: int, every: float, stop: threading.Event) -> None:
+    """What Prometheus does to a worker, far more often than it would (every 15 to 60 s): each
+    scrape of ``every`` s or more apart is past the queue depths' cache and reads the database."""
+    while not stop.wait(every):
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+
+
+def overheads(
+    pairs: list[tuple[Window, Window]], key: str, parts: tuple[str, ...] = ("all",)
+) -> dict[str, float]:
+    """b's cost per job over a's, in per cent, per round: median, standard error, range."""
+    results: dict[str, float] = {}
+    for part in parts:
+        name = key if part == "all" else f"{key}_{part}"
+        ratios = [(b.per_job(part) / a.per_job(part) - 1) * 100 for a, b in pairs]
+        results[f"{name}_pct"] = statistics.median(ratios)
+        results[f"{name}_stderr_pct"] = statistics.stdev(ratios) / len(ratios) ** 0.5
+        results[f"{name}_range_pct"] = max(ratios) - min(ratios)
+    return results
+
+
+def bench_overhead(
+    dbs: databases.Scratchpad, jobs: int, rounds: int, what: str
+) -> dict[str, float]:
+    """``what``: "batch" (10,000 no-op jobs in one batch vs not, lane of 1), "metrics" (the
+    same jobs, lane of 4, metrics served and scraped vs off), or "same" (plain vs plain, lane
+    of 4: the method's own bias, to be near 0)."""
+    threads = 1 if what == "batch" else 4
+    pairs: list[tuple[Window, Window]] = []
+    loads = [os.getloadavg()[0]]
+    for round_no in range(rounds):
+        pair = side_by_side(
+            dbs,
+            jobs,
+            threads,
+            _prepare_batched if what == "batch" else _prepare_plain,
+            b_metrics=what == "metrics",
+            first="a" if round_no % 2 == 0 else "b",
+        )
+        pairs.append(pair)
+        loads.append(os.getloadavg()[0])
+        a, b = pair
+        print(
+            f"  {what} round {round_no + 1}: {a.per_job() * 1e6:.0f} vs {b.per_job() * 1e6:.0f}"
+            f" us CPU per job ({(b.per_job() / a.per_job() - 1) * 100:+.1f} %),"
+            f" load average {loads[-1]:.2f}",
+            flush=True,
+        )
+    key = {"batch": "batch_overhead", "metrics": "metrics_overhead", "same": "same_overhead"}[what]
+    by_db = all(a.sessions_s is not None for pair in pairs for a in pair)
+    results = overheads(pairs, key, ("all", "db", "worker") if by_db else ("all",))
+    results[f"{key}_by_cpu_of_sessions"] = float(by_db)
+    results[f"{key}_base_cpu_us_per_job"] = statistics.median(a.per_job() for a, _ in pairs) * 1e6
+    results[f"{key}_wall_pct"] = statistics.median(
+        (b.seconds / b.jobs) / (a.seconds / a.jobs) * 100 - 100 for a, b in pairs
+    )
+    results[f"{key}_rounds"] = rounds
+    results[f"{key}_load_min"] = min(loads)
+    results[f"{key}_load_max"] = max(loads)
+    return results
+
+
+def _prepare_plain(conn: connect.Connection, jobs: int, side: str) -> None:
+    enqueue_many([noop.call() for _ in range(jobs)], conn=conn)
+
+
+def _prepare_batched(conn: connect.Connection, jobs: int, side: str) -> None:
+    """Side a: plain jobs; side b: as many, in one batch (with a callback)."""
+    calls = [noop.call() for _ in range(jobs)]
+    if side == "a":
+        enqueue_many(calls, conn=conn)
+        return
+    with batch(conn=conn, on_finish=done.call()):
+        enqueue_many(calls, conn=conn)
+
+
+def report_overhead(results: dict[str, float], key: str, title: str) -> None:
+    if f"{key}_pct" not in results:
+        return
+    parts = ""
+    if results[f"{key}_by_cpu_of_sessions"]:
+        parts = (
+            f"; in the database {results[f'{key}_db_pct']:+.1f} %"
+            f" ± {results[f'{key}_db_stderr_pct']:.1f}, in the worker"
+            f" {results[f'{key}_worker_pct']:+.1f} % ± {results[f'{key}_worker_stderr_pct']:.1f}"
+        )
+    print(
+        f"{title}: {results[f'{key}_pct']:+.1f} % ± {results[f'{key}_stderr_pct']:.1f}"
+        f" (median of {results[f'{key}_rounds']:.0f} rounds ± standard error; rounds within"
+        f" {results[f'{key}_range_pct']:.1f} points){parts}; base"
+        f" {results[f'{key}_base_cpu_us_per_job']:.0f} us CPU per job; wall time per job"
+        f" {results[f'{key}_wall_pct']:+.1f} %; load average {results[f'{key}_load_min']:.2f}"
+        f" to {results[f'{key}_load_max']:.2f}"
+    )
+
+
 def report(results: dict[str, float]) -> None:
-    rows = [
-        ("enqueue, one by one (autocommit)", f"{results['enqueue_per_s']:,.0f} jobs/s"),
-        ("enqueue, bulk (5,000 per statement)", f"{results['bulk_enqueue_per_s']:,.0f} jobs/s"),
-        ("drain 10,000 no-op jobs, lane of 1", f"{results['drain_per_s_1']:,.0f} jobs/s"),
-        ("drain 10,000 no-op jobs, lane of 4", f"{results['drain_per_s_4']:,.0f} jobs/s"),
-        (
-            "  ratio lane of 4 / lane of 1",
-            f"{results['drain_per_s_4'] / results['drain_per_s_1']:.2f}",
-        ),
-        (
-            "wake-up p50 / p95 / p99",
-            f"{results['wake_p50_ms']:.2f} / {results['wake_p95_ms']:.2f}"
-            f" / {results['wake_p99_ms']:.2f} ms",
-        ),
-        (
-            "drain 10,000 on a lane of 1, plain vs in one batch",
-            f"{results['plain_drain_s']:.2f} s vs {results['batched_drain_s']:.2f} s"
-            + (
-                f"; {results['plain_cpu_us_per_job']:.0f} us CPU per plain job"
-                if results["batch_overhead_by_cpu"]
-                else ""
+    rows = []
+    if "enqueue_per_s" in results:
+        rows = [
+            ("enqueue, one by one (autocommit)", f"{results['enqueue_per_s']:,.0f} jobs/s"),
+            ("enqueue, bulk (5,000 per statement)", f"{results['bulk_enqueue_per_s']:,.0f} jobs/s"),
+            ("drain 10,000 no-op jobs, lane of 1", f"{results['drain_per_s_1']:,.0f} jobs/s"),
+            ("drain 10,000 no-op jobs, lane of 4", f"{results['drain_per_s_4']:,.0f} jobs/s"),
+            (
+                "  ratio lane of 4 / lane of 1",
+                f"{results['drain_per_s_4'] / results['drain_per_s_1']:.2f}",
             ),
-        ),
-        (
-            "  batch overhead ("
-            + ("CPU per job" if results["batch_overhead_by_cpu"] else "wall time")
-            + ", median of the rounds)",
-            f"{results['batch_overhead_pct']:+.1f} % ± {results['batch_overhead_stderr_pct']:.1f}"
-            f" (standard error; rounds within {results['batch_overhead_range_pct']:.1f} points)",
-        ),
-        (
-            "  of which in the database",
-            f"{results['batch_overhead_db_pct']:+.1f} %"
-            f" ± {results['batch_overhead_db_stderr_pct']:.1f}"
-            f" (rounds within {results['batch_overhead_db_range_pct']:.1f} points)",
-        ),
-        (
-            "claims per job, 300 single jobs/s, lane of 16",
-            f"{results['claims_per_job_16_threads']:.2f}",
-        ),
-    ]
-    width = max(len(name) for name, _ in rows)
+            (
+                "wake-up p50 / p95 / p99",
+                f"{results['wake_p50_ms']:.2f} / {results['wake_p95_ms']:.2f}"
+                f" / {results['wake_p99_ms']:.2f} ms",
+            ),
+            (
+                "claims per job, 300 single jobs/s, lane of 16",
+                f"{results['claims_per_job_16_threads']:.2f}",
+            ),
+        ]
+    width = max((len(name) for name, _ in rows), default=0)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
-    report_metrics(results)
+    print("overheads: two worker processes side by side, CPU per job (worker + its sessions)")
+    for key, title in OVERHEADS.values():
+        report_overhead(results, key, title)
     keys = [
         "enqueue_per_s",
         "bulk_enqueue_per_s",
@@ -639,17 +739,13 @@ def report(results: dict[str, float]) -> None:
         "wake_p50_ms",
         "wake_p95_ms",
         "wake_p99_ms",
-        "batch_overhead_pct",
-        "batch_overhead_stderr_pct",
-        "batch_overhead_range_pct",
-        "batch_overhead_db_pct",
-        "batch_overhead_db_stderr_pct",
         "claims_per_job_16_threads",
-        "metrics_overhead_pct",
-        "metrics_overhead_wall_pct",
-        "load_avg_1m",
     ]
-    print(json.dumps({key: round(results[key], 2) for key in keys}))
+    for key, _ in OVERHEADS.values():
+        keys += [f"{key}_pct", f"{key}_stderr_pct", f"{key}_range_pct", f"{key}_db_pct"]
+        keys += [f"{key}_wall_pct", f"{key}_load_min", f"{key}_load_max"]
+    keys.append("load_avg_1m")
+    print(json.dumps({key: round(results[key], 2) for key in keys if key in results}))
 
 
 if __name__ == "__main__":

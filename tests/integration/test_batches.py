@@ -1,10 +1,11 @@
-"""Batches (seed 004): membership rows, one finisher, callbacks, the stalled sweep."""
+"""Batches (seed 004): members live while their job is ready, one finisher, callbacks, the
+stalled sweep, and the lane thread that checks a batch once after a run of its members."""
 
 from __future__ import annotations
 
 import ferryman_testjobs as tj
 import pytest
-from workers import in_process, scalar, subprocesses, wait_for
+from workers import Subprocess, in_process, scalar, subprocesses, wait_for
 
 from ferryman_worker.db import connect
 from ferryman_worker.queue import admin, batch, enqueue, enqueue_many
@@ -56,7 +57,7 @@ def test_a_batch_of_1000_across_two_processes_finishes_exactly_once(db_url: str)
     }
     assert row is not None and row["finished_at"] is not None
     assert (row["total_jobs"], row["completed_jobs"], row["failed_jobs"]) == (1000, 1000, 0)
-    assert scalar(db_url, "SELECT count(*) FROM ferryman_batch_members") == 0
+    assert scalar(db_url, "SELECT ferryman_batch_live(%s)", (b.id,)) is False
     assert scalar(db_url, "SELECT count(*) FROM test_runs") == 1000
 
 
@@ -131,7 +132,6 @@ def test_the_stalled_sweep_finishes_a_batch_whose_callback_enqueue_was_lost(db_u
             "UPDATE ferryman_jobs SET status = 'succeeded', finished_at = now() WHERE id = ANY(%s)",
             (ids,),
         )
-        conn.execute("DELETE FROM ferryman_batch_members")
         # and a second batch whose enqueuing process died before sealing it
         conn.execute("INSERT INTO ferryman_batches (created_at) VALUES (now() - interval '1 hour')")
         report = admin.sweep_stalled_batches(conn, stalled_for=300)
@@ -149,17 +149,23 @@ def test_the_stalled_sweep_finishes_a_batch_whose_callback_enqueue_was_lost(db_u
     assert callback_jobs[0]["kwargs"]["batch"]["id"] == b.id  # type: ignore[index]
 
 
-def test_the_stalled_sweep_removes_members_whose_job_is_gone(db_url: str) -> None:
+def test_the_stalled_sweep_finishes_a_batch_whose_members_were_discarded_or_deleted(
+    db_url: str,
+) -> None:
+    """Members ended by hand (discarded, deleted) are no longer live: no member's end will check
+    the batch, so the sweep finishes it, once; the discarded member counts as failed."""
     with connect.connect(db_url) as conn:
-        with batch(conn=conn) as b:
-            ids = enqueue_many([tj.record.call(n=i) for i in range(2)], conn=conn)
+        with batch(conn=conn, on_finish=tj.callback.call(kind="finish", tag="gone")) as b:
+            ids = enqueue_many([tj.record.call(n=i) for i in range(3)], conn=conn)
         conn.execute("UPDATE ferryman_jobs SET status = 'discarded' WHERE id = %s", (ids[0],))
+        conn.execute("DELETE FROM ferryman_jobs WHERE id = %s", (ids[1],))
+        early = admin.sweep_stalled_batches(conn, stalled_for=300)  # ids[2] is still live
+        conn.execute("UPDATE ferryman_jobs SET status = 'succeeded' WHERE id = %s", (ids[2],))
         report = admin.sweep_stalled_batches(conn, stalled_for=300)
-        members = conn.execute(
-            "SELECT job_id FROM ferryman_batch_members WHERE batch_id = %s", (b.id,)
-        ).fetchall()
-    assert report.stale_members == 1
-    assert [m["job_id"] for m in members] == [ids[1]]
+        again = admin.sweep_stalled_batches(conn, stalled_for=300)
+    assert (early.finished, report.finished, again.finished) == (0, 1, 0)
+    row = _batch(db_url, b.id)
+    assert (row["total_jobs"], row["completed_jobs"], row["failed_jobs"]) == (3, 2, 1)
 
 
 def test_concurrent_finishers_have_one_winner(db_url: str) -> None:
@@ -168,7 +174,6 @@ def test_concurrent_finishers_have_one_winner(db_url: str) -> None:
     with connect.connect(db_url) as conn:
         with batch(conn=conn, on_finish=tj.callback.call(kind="finish", tag="race")) as b:
             ids = enqueue_many([tj.record.call(n=1)], conn=conn)
-        conn.execute("DELETE FROM ferryman_batch_members")
         conn.execute("UPDATE ferryman_jobs SET status = 'succeeded' WHERE id = %s", (ids[0],))
     wins: list[bool] = []
     barrier = threading.Barrier(8)
@@ -276,10 +281,83 @@ def test_pruning_removes_finished_batches_and_their_members_never_a_live_one(
         pruned = admin.prune(conn, older_than=0.0)
     assert pruned["batches"] == 1
     assert scalar(db_url, "SELECT count(*) FROM ferryman_batches") == 0
-    assert scalar(db_url, "SELECT count(*) FROM ferryman_batch_members") == 0
+    assert scalar(db_url, "SELECT count(*) FROM ferryman_batch_enqueues") == 0
     left = scalar(db_url, "SELECT array_agg(id) FROM ferryman_jobs")
     assert left == [failed]
 
 
 def _runs(db_url: str, job_id: int) -> int:
     return int(scalar(db_url, "SELECT count(*) FROM test_runs WHERE job_id = %s", (job_id,)))
+
+
+def test_a_batch_whose_last_member_is_followed_by_another_job_finishes(db_url: str) -> None:
+    """A lane thread checks a batch once after a run of its members: the statement that writes
+    the last member's success also claims the next job, here not a member, and the batch is
+    checked by the statement after it (the one that ends that job)."""
+    _setup(db_url)
+    with connect.connect(db_url) as conn, conn.transaction():
+        with batch(conn=conn, **_callbacks_for("followed")) as b:  # type: ignore[arg-type]
+            enqueue_many([tj.noop.call() for _ in range(3)], conn=conn)
+        after = enqueue(tj.wait, conn=conn)  # not a member: holds its thread until released
+    with in_process(db_url, lanes="default:1"):
+        wait_for(
+            lambda: scalar(db_url, "SELECT count(*) FROM test_started WHERE job_id = %s", (after,)),
+            10,
+            "the job after the batch to start",
+        )
+        conn_release(db_url)
+        wait_for(lambda: len(_callbacks(db_url)) == 2, 10, "the batch's callbacks")
+    assert sorted(c["kind"] for c in _callbacks(db_url)) == ["finish", "success"]
+    row = _batch(db_url, b.id)
+    assert (row["total_jobs"], row["completed_jobs"], row["failed_jobs"]) == (3, 3, 0)
+
+
+def test_a_worker_killed_after_ending_a_member_and_claiming_the_next_loses_no_completion(
+    db_url: str,
+) -> None:
+    """The statement that ends member A claims member B of the same batch, so A's end is not
+    checked: B's will be. SIGKILL the worker while B runs: B runs again elsewhere, and its end
+    finishes the batch, once."""
+    _setup(db_url)
+    with (
+        connect.connect(db_url) as conn,
+        batch(conn=conn, **_callbacks_for("killed")) as b,  # type: ignore[arg-type]
+    ):
+        first = enqueue(tj.noop, conn=conn)
+        second = enqueue(tj.wait, conn=conn)
+    proc = Subprocess(db_url, "default:1")
+    try:
+        proc.wait_ready()
+        wait_for(
+            lambda: scalar(
+                db_url, "SELECT count(*) FROM test_started WHERE job_id = %s", (second,)
+            ),
+            30,
+            "B to start",
+        )
+        assert scalar(db_url, "SELECT status FROM ferryman_jobs WHERE id = %s", (first,)) == (
+            "succeeded"
+        )
+        proc.kill()
+    finally:
+        proc.stop()
+    assert _batch(db_url, b.id)["finished_at"] is None
+    conn_release(db_url)
+    with in_process(db_url, lanes="default:1"):
+        wait_for(lambda: len(_callbacks(db_url)) == 2, 20, "the batch's callbacks")
+        wait_for(
+            lambda: (
+                scalar(db_url, "SELECT count(*) FROM ferryman_jobs WHERE status = 'ready'") == 0
+            ),
+            10,
+            "the callbacks to end",
+        )
+    assert sorted(c["kind"] for c in _callbacks(db_url)) == ["finish", "success"]
+    assert scalar(db_url, "SELECT count(*) FROM test_started WHERE job_id = %s", (second,)) == 2
+    row = _batch(db_url, b.id)
+    assert (row["total_jobs"], row["completed_jobs"], row["failed_jobs"]) == (2, 2, 0)
+
+
+def conn_release(db_url: str) -> None:
+    with connect.connect(db_url) as conn:
+        conn.execute("INSERT INTO test_release VALUES (true)")

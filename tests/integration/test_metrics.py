@@ -13,7 +13,7 @@ import httpx
 from faulty import PASSWORD, TOKEN, faulty_crm, worker_process
 from migration import request, start_run, wait_finished
 from scrape import has, scrape, total
-from workers import wait_for
+from workers import SUPPORT, wait_for
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine.ratelimit import credential_key
@@ -175,6 +175,49 @@ def test_queue_depths_are_read_at_scrape_time_cached_and_a_runs_series_go_after_
             "the ended run's series to go",
         )
         worker.stop()
+
+
+def test_a_jobs_wake_up_latency_is_from_its_due_time_to_its_claim(db_url: str) -> None:
+    """The claim returns how long the job waited since it was due, on the database's clock: a
+    job enqueued while no worker ran waited at least until the worker started."""
+    with connect.connect(db_url) as conn:
+        job_id = enqueue(tj.noop.call().with_options(queue="wakeprobe"), conn=conn)
+    wait_for(
+        lambda: db(
+            db_url,
+            "SELECT clock_timestamp() - created_at > interval '1.5 s' AS due FROM ferryman_jobs"
+            " WHERE id = %s",
+            job_id,
+        )["due"],
+        10,
+        "the job to have waited 1.5 s",
+    )
+    port = free_port()
+    env = {
+        "FERRYMAN_METRICS_PORT": str(port),
+        "FERRYMAN_IMPORTS": "ferryman_testjobs",
+        "PYTHONPATH": str(SUPPORT),
+    }
+    with worker_process(db_url, "--lanes", "wakeprobe:1", env=env) as worker:
+        wait_for(
+            lambda: (
+                db(db_url, "SELECT status FROM ferryman_jobs WHERE id = %s", job_id)["status"]
+                == "succeeded"
+            ),
+            30,
+            "the job to run",
+        )
+        _, after = scrape(port)
+        worker.stop()
+    waited = db(
+        db_url,
+        "SELECT extract(epoch FROM claimed_at - created_at)::float8 AS s FROM ferryman_jobs"
+        " WHERE id = %s",
+        job_id,
+    )["s"]
+    assert total(after, "ferryman_job_wake_latency_seconds_count", queue="wakeprobe") == 1
+    wake = total(after, "ferryman_job_wake_latency_seconds_sum", queue="wakeprobe")
+    assert wake >= 1.5 and abs(wake - waited) < 0.5
 
 
 def free_port() -> int:

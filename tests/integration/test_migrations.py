@@ -140,3 +140,49 @@ def test_a_failing_plugin_migration_is_rolled_back_and_named(db_url: str) -> Non
         assert conn.execute("SELECT to_regproc('fake_write_widgets') AS f").fetchone() == {
             "f": None
         }
+
+
+def test_batches_in_flight_across_0008_keep_their_totals_and_finish_once(
+    pg_admin_url: str,
+) -> None:
+    """0008 replaces membership rows by the jobs' status: a batch live during the upgrade keeps
+    its total (counted from its jobs), and finishes once its last member ends after it."""
+    url = _fresh_db(pg_admin_url, "mig_batches")
+    before = [m for m in migrate.available() if m.version < 8]
+    after = [m for m in migrate.available() if m.version == 8]
+    with connect.connect(url) as conn:
+        for migration in before:
+            conn.execute(migration.sql)  # type: ignore[arg-type]
+        batch_id = conn.execute(
+            "INSERT INTO ferryman_batches (sealed_at) VALUES (now()) RETURNING id"
+        ).fetchone()["id"]  # type: ignore[index]
+        ids = [
+            conn.execute(
+                "INSERT INTO ferryman_jobs (queue, name, batch_id) VALUES ('q', 'j', %s)"
+                " RETURNING id",
+                (batch_id,),
+            ).fetchone()["id"]  # type: ignore[index]
+            for _ in range(3)
+        ]
+        conn.execute(
+            "INSERT INTO ferryman_batch_members SELECT %s, unnest(%s::bigint[])", (batch_id, ids)
+        )
+        conn.execute("UPDATE ferryman_jobs SET status = 'succeeded' WHERE id = %s", (ids[0],))
+        conn.execute("DELETE FROM ferryman_batch_members WHERE job_id = %s", (ids[0],))
+        for migration in after:
+            conn.execute(migration.sql)  # type: ignore[arg-type]
+
+        def finish() -> bool:
+            row = conn.execute("SELECT ferryman_finish_batch(%s) AS f", (batch_id,)).fetchone()
+            return bool(row and row["f"])
+
+        conn.execute("UPDATE ferryman_jobs SET status = 'failed' WHERE id = %s", (ids[1],))
+        assert not finish()  # ids[2] is still ready: live
+        conn.execute("UPDATE ferryman_jobs SET status = 'succeeded' WHERE id = %s", (ids[2],))
+        assert finish()
+        assert not finish()
+        row = conn.execute(
+            "SELECT total_jobs, completed_jobs, failed_jobs FROM ferryman_batches WHERE id = %s",
+            (batch_id,),
+        ).fetchone()
+    assert row == {"total_jobs": 3, "completed_jobs": 2, "failed_jobs": 1}

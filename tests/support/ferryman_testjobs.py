@@ -70,6 +70,17 @@ def hold(ctx: JobContext, n: int | None = None) -> None:
     _record(ctx, n, started)
 
 
+@job("test.wait", queue="default", pass_context=True)
+def wait(ctx: JobContext) -> None:
+    """As ``hold``, but returns without ``completing()``: its success is written by the next
+    claim on its connection (or by the release)."""
+    ctx.conn.execute(
+        "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
+    )
+    while ctx.conn.execute("SELECT 1 FROM test_release").fetchone() is None:
+        time.sleep(0.05)
+
+
 @job("test.locks", queue="default", pass_context=True)
 def locks(ctx: JobContext) -> None:
     """Record, as n, how many advisory locks this job's connection holds while it runs: its

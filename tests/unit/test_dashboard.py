@@ -3,7 +3,6 @@ operator exports, grouped by labels those metrics have."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import pathlib
 import re
@@ -16,8 +15,6 @@ from ferryman_operator.reconcile.admission import Candidate
 from ferryman_worker import metrics
 from ferryman_worker.contract import ConnectionBudget
 
-UTC = datetime.UTC
-
 DASHBOARD = pathlib.Path(__file__).parents[2] / "charts/ferryman/dashboards/ferryman.json"
 
 
@@ -27,8 +24,7 @@ def exported() -> dict[str, set[str]]:
     metrics.enable()
     try:
         metrics.lanes({"migrations": 4})
-        now = datetime.datetime.now(UTC)
-        metrics.job_ended(metrics.job_started("migrations", "ferryman.task", now, now), "retrying")
+        metrics.job_ended(metrics.job_started("migrations", "ferryman.task", 0.002), "retrying")
         metrics.window((1, "ns/run"), "people", 50, 0, 1, 0.01)
         metrics.source_call("c0ffee", 200, False, 0.02)
         metrics.tokens("c0ffee", leased=100, spent=20)

@@ -20,7 +20,6 @@ lane thread's connection. This module never logs or labels a secret.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import logging
 import threading
 import time
@@ -163,11 +162,10 @@ def lanes(widths: dict[str, int]) -> None:
         JOBS.lanes = dict(widths)
 
 
-def job_started(
-    queue: str, job: str, run_at: datetime.datetime, created_at: datetime.datetime
-) -> jobstats.Started | None:
-    """A job was claimed; returns what to hand to ``job_ended`` (None while not recording)."""
-    return JOBS.started(queue, job, run_at, created_at) if _on else None
+def job_started(queue: str, job: str, waited: float) -> jobstats.Started | None:
+    """A job was claimed ``waited`` seconds after it was due; returns what to hand to
+    ``job_ended`` (None while not recording)."""
+    return JOBS.started(queue, job, waited) if _on else None
 
 
 def job_ended(started: jobstats.Started | None, outcome: str) -> None:

@@ -92,8 +92,7 @@ def reap(conn: Connection, settings: Settings) -> list[str]:
         f"phases closed without a winner: {engine.advanced} run(s) advanced",
         f"runs below their in-flight limit: {engine.refilled_runs} run(s) refilled, "
         f"{engine.queued} task(s) queued",
-        f"stalled batches: {batches.stale_members} stale member(s) removed, "
-        f"{batches.sealed} sealed, {batches.finished} finished",
+        f"stalled batches: {batches.sealed} sealed, {batches.finished} finished",
         f"prune: {pruned['jobs']} job(s), {pruned['batches']} batch(es), "
         f"{pruned['workers']} worker row(s) older than {settings.retention_hours:g}h deleted",
     ]

@@ -13,3 +13,13 @@ from ferryman_worker.queue import job
 def sleep(seconds: float) -> None:
     """A slow job that holds its claim (and its connection) without touching the database."""
     time.sleep(seconds)
+
+
+@job("bench.noop", queue="default")
+def noop() -> None:
+    """Nothing: the queue's own cost (the overhead benchmarks' job)."""
+
+
+@job("bench.done", queue="default")
+def done(batch: dict[str, object]) -> None:
+    """The benchmark batch's callback."""

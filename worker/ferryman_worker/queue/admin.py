@@ -41,20 +41,19 @@ def batches(conn: Connection, limit: int = 20) -> list[dict[str, Any]]:
 
 @dataclasses.dataclass(frozen=True)
 class SweepReport:
-    stale_members: int
     sealed: int
     finished: int
 
 
 def sweep_stalled_batches(conn: Connection, stalled_for: float) -> SweepReport:
-    """Repair batches that after-commit work left behind: stale members, unsealed batches whose
-    process died, and batches with no member left that no one finished."""
-    stale = conn.execute(queries.get("sweep_stale_members")).fetchall()
+    """Repair batches that after-commit work left behind: unsealed batches whose process died,
+    and batches with no live member that no one finished (their last member's process died
+    before its check, or their members were finished or deleted by hand)."""
     sealed = conn.execute(
         queries.get("seal_stalled_batches"), {"stalled_for": stalled_for}
     ).fetchall()
     finished = conn.execute(queries.get("finish_stalled_batches")).fetchall()
-    return SweepReport(len(stale), len(sealed), sum(1 for row in finished if row["finished"]))
+    return SweepReport(len(sealed), sum(1 for row in finished if row["finished"]))
 
 
 def prune(conn: Connection, older_than: float) -> dict[str, int]:

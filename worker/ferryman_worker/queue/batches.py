@@ -1,11 +1,12 @@
 """Batches (seed 004): a set of jobs with callbacks when the last one finishes.
 
-Membership is a row per live member in ``ferryman_batch_members``, deleted in the transaction
-that finishes the member for good. After that transaction commits the finisher asks
-``ferryman_finish_batch``: no member left plus a compare-and-set on ``finished_at`` means
-exactly one caller enqueues the callbacks, in its own transaction. No counter row is touched per
-member; totals are a snapshot written once by that single finisher. What after-commit work can
-lose, the reaper's stalled-batch sweep repairs.
+A member is live while its job is ``ready`` (``ferryman_batch_live``): its end for good is its
+job's own status change, so a member costs no write a plain job does not. After that change
+commits the finisher asks ``ferryman_finish_batch``: no live member plus a compare-and-set on
+``finished_at`` means exactly one caller enqueues the callbacks, in its own transaction. No
+counter row is touched per member; totals are a snapshot written once by that single finisher
+(the total from one ``ferryman_batch_enqueues`` row per enqueue statement). What after-commit
+work can lose, the reaper's stalled-batch sweep repairs.
 """
 
 from __future__ import annotations

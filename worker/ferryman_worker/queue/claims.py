@@ -39,6 +39,9 @@ class JobRecord:
     batch_id: int | None
     run_at: datetime.datetime
     created_at: datetime.datetime
+    waited: float = 0.0
+    """Seconds from when it was due (the later of ``run_at`` and ``created_at``) to the claim, on
+    the database's clock."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> JobRecord:
@@ -107,11 +110,20 @@ def claim(
     return JobRecord.from_row(row) if row else None
 
 
-def batch_to_check(finished: Finished | None) -> int | None:
-    """The batch to check in the statement after the one that wrote ``finished``'s success."""
-    if finished is not None and finished.succeed and finished.left_batch:
-        return finished.job.batch_id
-    return None
+def batch_to_check(finished: Finished | None, claimed: JobRecord | None) -> int | None:
+    """The batch to check in the statement after the one that wrote ``finished``'s success
+    and claimed ``claimed``.
+
+    None when ``claimed`` is a member of the same batch: while it is live the batch cannot
+    finish, and its own end (whoever writes it, after a retry or a crash) is checked in turn.
+    So a thread that runs a batch's members one after another checks the batch once, after the
+    last of them, not once per member.
+    """
+    if finished is None or not (finished.succeed and finished.left_batch):
+        return None
+    if claimed is not None and claimed.batch_id == finished.job.batch_id:
+        return None
+    return finished.job.batch_id
 
 
 def unclaim(conn: Connection, job: JobRecord) -> None:

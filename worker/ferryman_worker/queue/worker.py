@@ -248,7 +248,7 @@ class Worker:
                 while not self.stopping.is_set():
                     seen = lane.generation
                     job = claims.claim(conn, lane.name, self.settings.claim_window, previous, check)
-                    check, previous = claims.batch_to_check(previous), None
+                    check, previous = claims.batch_to_check(previous, job), None
                     if job is None:
                         lane.found_nothing(seen)
                         break
@@ -286,7 +286,7 @@ class Worker:
     def _run_claimed(self, conn: connect.Connection, job: claims.JobRecord) -> claims.Finished:
         with self._running_lock:
             self._running += 1
-        started = metrics.job_started(job.queue, job.name, job.run_at, job.created_at)
+        started = metrics.job_started(job.queue, job.name, job.waited)
         outcome = "interrupted"  # no outcome: the database failed mid-job, it runs again
         try:
             # each job in a context of its own: the ids it binds for its log lines end with it

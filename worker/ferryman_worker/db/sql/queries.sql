@@ -2,7 +2,8 @@
 -- %(name)s placeholders. Loaded once by ferryman_worker.db.queries.
 
 -- name: enqueue
--- Insert jobs given as parallel arrays (one element per job) and their batch memberships.
+-- Insert jobs given as parallel arrays (one element per job), and count them into their batch
+-- (one row per statement and batch: the batch's total, when it finishes).
 WITH inserted AS (
     INSERT INTO ferryman_jobs (queue, name, args, kwargs, priority, run_at, max_attempts,
                                concurrency_key, batch_id)
@@ -11,9 +12,9 @@ WITH inserted AS (
                   %(priority)s::integer[], %(run_at)s::timestamptz[], %(max_attempts)s::integer[],
                   %(concurrency_key)s::text[], %(batch_id)s::bigint[]) AS t(q, n, a, k, p, r, m, c, b)
     RETURNING id, batch_id
-), members AS (
-    INSERT INTO ferryman_batch_members (batch_id, job_id)
-    SELECT batch_id, id FROM inserted WHERE batch_id IS NOT NULL
+), counted AS (
+    INSERT INTO ferryman_batch_enqueues (batch_id, jobs)
+    SELECT batch_id, count(*) FROM inserted WHERE batch_id IS NOT NULL GROUP BY batch_id
 )
 SELECT id FROM inserted ORDER BY id;
 
@@ -26,9 +27,11 @@ RETURNING id;
 
 -- name: claim
 -- Write the previous job's success (if asked), release it (if any), finish its batch (if asked),
--- claim the next.
-SELECT * FROM ferryman_claim(%(queue)s, %(window)s, %(release)s, %(release_key)s, %(batch)s,
-                             %(succeed)s);
+-- claim the next; with how long it waited since it was due (its enqueue's commit, or its
+-- scheduled or retry time), in seconds on the database's clock, for the wake-up metric.
+SELECT *, extract(epoch FROM clock_timestamp() - greatest(run_at, created_at))::float8 AS waited
+  FROM ferryman_claim(%(queue)s, %(window)s, %(release)s, %(release_key)s, %(batch)s,
+                      %(succeed)s);
 
 -- name: release
 -- Give up the claim's locks once the job's outcome has committed.
@@ -37,17 +40,12 @@ SELECT pg_advisory_unlock(%(id)s::bigint),
             ELSE pg_advisory_unlock(1718772481, hashtext(%(concurrency_key)s::text)) END;
 
 -- name: succeed
--- Mark a claimed job succeeded and end its batch membership. No row: it was already finished.
-WITH done AS (
-    UPDATE ferryman_jobs
-       SET status = 'succeeded', finished_at = now(), attempts = attempts + 1
-     WHERE id = %(id)s AND status = 'ready'
-    RETURNING id, batch_id
-), left_batch AS (
-    DELETE FROM ferryman_batch_members m USING done
-     WHERE m.batch_id = done.batch_id AND m.job_id = done.id
-)
-SELECT id FROM done;
+-- Mark a claimed job succeeded (a member leaves its batch: it is no longer ready). No row: it
+-- was already finished.
+UPDATE ferryman_jobs
+   SET status = 'succeeded', finished_at = now(), attempts = attempts + 1
+ WHERE id = %(id)s AND status = 'ready'
+RETURNING id;
 
 -- name: retry_later
 -- A failed attempt with attempts to spare: run again at %(run_at)s, unclaimed.
@@ -58,18 +56,12 @@ UPDATE ferryman_jobs
 RETURNING queue, pg_notify('ferryman_jobs', queue || '|' || extract(epoch FROM run_at)::text);
 
 -- name: fail
--- The last attempt failed: keep the job for inspection and end its batch membership.
-WITH done AS (
-    UPDATE ferryman_jobs
-       SET status = 'failed', finished_at = now(), attempts = attempts + 1,
-           last_error = %(error)s, last_traceback = %(traceback)s
-     WHERE id = %(id)s AND status = 'ready'
-    RETURNING id, batch_id
-), left_batch AS (
-    DELETE FROM ferryman_batch_members m USING done
-     WHERE m.batch_id = done.batch_id AND m.job_id = done.id
-)
-SELECT id FROM done;
+-- The last attempt failed: keep the job for inspection (a member leaves its batch, failed).
+UPDATE ferryman_jobs
+   SET status = 'failed', finished_at = now(), attempts = attempts + 1,
+       last_error = %(error)s, last_traceback = %(traceback)s
+ WHERE id = %(id)s AND status = 'ready'
+RETURNING id;
 
 -- name: defer
 -- Pressure: put the job back without running it and without counting an attempt.
@@ -165,18 +157,14 @@ SELECT id, queue, name, attempts, finished_at, last_error FROM ferryman_jobs
  WHERE status = 'failed' ORDER BY id LIMIT %(limit)s;
 
 -- name: retry_failed
--- Put failed jobs back; a member of a batch still live rejoins it.
+-- Put failed jobs back; a member of a batch still live rejoins it (it is ready again), so the
+-- batch waits for it; a finished batch stays finished.
 WITH again AS (
     UPDATE ferryman_jobs
        SET status = 'ready', attempts = 0, claims = 0, deferrals = 0, run_at = now(),
            finished_at = NULL, claimed_by = NULL, claimed_at = NULL
      WHERE status = 'failed' AND (%(all)s OR id = ANY(%(ids)s::bigint[]))
     RETURNING id, queue, batch_id
-), rejoined AS (
-    INSERT INTO ferryman_batch_members (batch_id, job_id)
-    SELECT again.batch_id, again.id FROM again
-      JOIN ferryman_batches b ON b.id = again.batch_id AND b.finished_at IS NULL
-    ON CONFLICT DO NOTHING
 ), woken AS (
     SELECT pg_notify('ferryman_jobs', queue) FROM (SELECT DISTINCT queue FROM again) q
 )
@@ -188,25 +176,27 @@ UPDATE ferryman_jobs SET status = 'discarded'
 RETURNING id;
 
 -- name: batches
+-- A live batch's figures so far: total enqueued, failed members, pending (ready) members; the
+-- rest completed. A finished batch's are its snapshot.
 SELECT b.id, b.metadata, b.created_at, b.sealed_at, b.finished_at,
        coalesce(b.total_jobs, live.total) AS total,
-       coalesce(b.completed_jobs, live.completed) AS completed,
+       coalesce(b.completed_jobs, live.total - live.failed - live.pending) AS completed,
        coalesce(b.failed_jobs, live.failed) AS failed,
-       (SELECT count(*) FROM ferryman_batch_members m WHERE m.batch_id = b.id) AS pending
+       coalesce(live.pending, 0) AS pending
   FROM ferryman_batches b
   LEFT JOIN LATERAL (
-      SELECT count(*) AS total,
-             count(*) FILTER (WHERE j.status = 'succeeded') AS completed,
-             count(*) FILTER (WHERE j.status IN ('failed', 'discarded')) AS failed
-        FROM ferryman_jobs j WHERE j.batch_id = b.id AND b.finished_at IS NULL
+      SELECT (SELECT coalesce(sum(e.jobs), 0) FROM ferryman_batch_enqueues e
+               WHERE e.batch_id = b.id) AS total,
+             (SELECT count(*) FROM ferryman_jobs j
+               WHERE j.batch_id = b.id AND j.status IN ('failed', 'discarded')) AS failed,
+             (SELECT count(*) FROM ferryman_jobs j
+               WHERE j.batch_id = b.id AND j.status = 'ready' AND j.claimed_by IS NULL)
+           + (SELECT count(*) FROM ferryman_jobs j
+               WHERE j.batch_id = b.id AND j.status = 'ready' AND j.claimed_by IS NOT NULL)
+               AS pending
+       WHERE b.finished_at IS NULL
   ) live ON true
  ORDER BY b.id DESC LIMIT %(limit)s;
-
--- name: sweep_stale_members
--- Members whose job is no longer live (finished by hand, deleted): end their membership.
-DELETE FROM ferryman_batch_members m
- WHERE NOT EXISTS (SELECT 1 FROM ferryman_jobs j WHERE j.id = m.job_id AND j.status = 'ready')
-RETURNING m.batch_id;
 
 -- name: seal_stalled_batches
 -- Batches whose enqueuing process died before sealing them.
@@ -215,10 +205,10 @@ UPDATE ferryman_batches SET sealed_at = now()
 RETURNING id;
 
 -- name: finish_stalled_batches
--- Sealed batches with no member left whose finisher's after-commit check was lost.
+-- Sealed batches with no live member whose finisher's after-commit check was lost (its process
+-- died), or whose members were finished, discarded or deleted by hand.
 SELECT b.id, ferryman_finish_batch(b.id) AS finished FROM ferryman_batches b
- WHERE b.finished_at IS NULL AND b.sealed_at IS NOT NULL
-   AND NOT EXISTS (SELECT 1 FROM ferryman_batch_members m WHERE m.batch_id = b.id);
+ WHERE b.finished_at IS NULL AND b.sealed_at IS NOT NULL AND NOT ferryman_batch_live(b.id);
 
 -- name: prune_jobs
 -- Finished jobs past the retention, except members of a batch still live: its final snapshot
@@ -232,13 +222,13 @@ DELETE FROM ferryman_jobs
                LIMIT %(limit)s);
 
 -- name: prune_batches
--- Batches finished before the retention, with any membership row left; never a live batch.
+-- Batches finished before the retention, with their enqueue counts; never a live batch.
 WITH pruned AS (
     DELETE FROM ferryman_batches
      WHERE finished_at < now() - make_interval(secs => %(older_than)s)
     RETURNING id
-), members AS (
-    DELETE FROM ferryman_batch_members m USING pruned WHERE m.batch_id = pruned.id
+), counts AS (
+    DELETE FROM ferryman_batch_enqueues e USING pruned WHERE e.batch_id = pruned.id
 )
 SELECT id FROM pruned;
 

@@ -35,10 +35,17 @@ CREATE TABLE ferryman_jobs (
 -- The claim's index: only ready rows no one claimed, in claim order. Running jobs are not in it.
 CREATE INDEX ferryman_jobs_ready ON ferryman_jobs (queue, priority DESC, id)
     WHERE status = 'ready' AND claimed_by IS NULL;
--- Claimed rows, for the dead-claim sweep.
-CREATE INDEX ferryman_jobs_claimed ON ferryman_jobs (claimed_by)
+-- A batch member is live while its job is ready; see migrations/0008. No index is written for
+-- a member that is claimed and ends, beyond those a plain job writes.
+-- Claimed rows: for the dead-claim sweep (all of them), and for the live members of a batch.
+CREATE INDEX ferryman_jobs_claimed ON ferryman_jobs (batch_id, id)
     WHERE status = 'ready' AND claimed_by IS NOT NULL;
-CREATE INDEX ferryman_jobs_batch ON ferryman_jobs (batch_id) WHERE batch_id IS NOT NULL;
+-- Ready members no one holds.
+CREATE INDEX ferryman_jobs_batch_ready ON ferryman_jobs (batch_id, id)
+    WHERE status = 'ready' AND claimed_by IS NULL AND batch_id IS NOT NULL;
+-- Members that failed for good (or were discarded after): the finisher's failed count.
+CREATE INDEX ferryman_jobs_batch_failed ON ferryman_jobs (batch_id)
+    WHERE status IN ('failed', 'discarded') AND batch_id IS NOT NULL;
 -- One job per recurring entry and tick, whichever worker process inserts it first.
 CREATE UNIQUE INDEX ferryman_jobs_cron ON ferryman_jobs (cron_key) WHERE cron_key IS NOT NULL;
 
@@ -58,12 +65,12 @@ CREATE TABLE ferryman_batches (
     failed_jobs    integer
 );
 
--- A row per live member of a batch; deleted when the member succeeds or fails for good.
-CREATE TABLE ferryman_batch_members (
+-- A row per enqueue statement and batch: how many jobs it added (the batch's total).
+CREATE TABLE ferryman_batch_enqueues (
     batch_id bigint NOT NULL,
-    job_id   bigint NOT NULL,
-    PRIMARY KEY (batch_id, job_id)
+    jobs     integer NOT NULL
 );
+CREATE INDEX ferryman_batch_enqueues_batch ON ferryman_batch_enqueues (batch_id);
 
 CREATE TABLE ferryman_workers (
     id           bigserial   PRIMARY KEY,
@@ -97,9 +104,21 @@ CREATE TRIGGER ferryman_jobs_notify AFTER INSERT ON ferryman_jobs
     REFERENCING NEW TABLE AS inserted
     FOR EACH STATEMENT EXECUTE FUNCTION ferryman_notify_inserted();
 
--- Finish a batch if no member is left: compare-and-set on finished_at, so exactly one caller
+-- Whether a batch has a live member, as of the caller's snapshot. From the newest member down:
+-- members end roughly in id order, so the index entries of ended ones pile up at the old end.
+CREATE FUNCTION ferryman_batch_live(p_batch bigint) RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM ferryman_jobs
+                    WHERE batch_id = p_batch AND status = 'ready' AND claimed_by IS NULL
+                    ORDER BY id DESC LIMIT 1)
+        OR EXISTS (SELECT 1 FROM ferryman_jobs
+                    WHERE batch_id = p_batch AND status = 'ready' AND claimed_by IS NOT NULL
+                    ORDER BY id DESC LIMIT 1)
+$$;
+
+-- Finish a batch if no member is live: compare-and-set on finished_at, so exactly one caller
 -- wins; the winner writes the counters' snapshot and enqueues the callbacks in its transaction.
-CREATE FUNCTION ferryman_finish_batch(p_batch bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+CREATE FUNCTION ferryman_finish_batch(p_batch bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
 DECLARE
     b ferryman_batches;
     v_total integer;
@@ -107,20 +126,22 @@ DECLARE
     v_info jsonb;
     v_callback jsonb;
 BEGIN
-    -- Members finish roughly in id order, so look from the newest: the dead index entries of
-    -- finished members pile up at the oldest end, and an EXISTS from there would step over them.
-    PERFORM 1 FROM ferryman_batch_members WHERE batch_id = p_batch ORDER BY job_id DESC LIMIT 1;
-    IF FOUND THEN
+    IF ferryman_batch_live(p_batch) THEN
         RETURN false;
     END IF;
-    SELECT count(*), count(*) FILTER (WHERE status IN ('failed', 'discarded'))
-        INTO v_total, v_failed
-        FROM ferryman_jobs WHERE batch_id = p_batch;
+    PERFORM 1 FROM ferryman_batches
+     WHERE id = p_batch AND finished_at IS NULL AND sealed_at IS NOT NULL;
+    IF NOT FOUND THEN
+        RETURN false;  -- finished already, or not sealed: nothing to count
+    END IF;
+    SELECT coalesce(sum(jobs), 0) INTO v_total FROM ferryman_batch_enqueues WHERE batch_id = p_batch;
+    SELECT count(*) INTO v_failed FROM ferryman_jobs
+     WHERE batch_id = p_batch AND status IN ('failed', 'discarded');
     UPDATE ferryman_batches
        SET finished_at = now(), total_jobs = v_total, failed_jobs = v_failed,
            completed_jobs = v_total - v_failed
      WHERE id = p_batch AND finished_at IS NULL AND sealed_at IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM ferryman_batch_members WHERE batch_id = p_batch)
+       AND NOT ferryman_batch_live(p_batch)
     RETURNING * INTO b;
     IF NOT FOUND THEN
         RETURN false;
@@ -162,19 +183,14 @@ DECLARE
     claimed ferryman_jobs;
     held_back integer := 0;
 BEGIN
-    -- the previous job returned: its success (and the end of its batch membership) commits
-    -- with this statement; its batch is checked by the next one, which sees that committed.
-    -- Its lock goes before that commit, harmless now that its row is marked claimed (no claim
-    -- looks at it, and the dead-claim sweep leaves rows of live backends alone).
+    -- the previous job returned: its success (the end of its batch membership, if it is a
+    -- member) commits with this statement; its batch is checked by a later one, which sees that
+    -- committed. Its lock goes before that commit, harmless now that its row is marked claimed
+    -- (no claim looks at it, and the dead-claim sweep leaves rows of live backends alone).
     IF p_succeed IS NOT NULL THEN
-        WITH done AS (
-            UPDATE ferryman_jobs
-               SET status = 'succeeded', finished_at = now(), attempts = attempts + 1
-             WHERE id = p_succeed AND status = 'ready'
-            RETURNING id, batch_id
-        )
-        DELETE FROM ferryman_batch_members m USING done
-         WHERE m.batch_id = done.batch_id AND m.job_id = done.id;
+        UPDATE ferryman_jobs
+           SET status = 'succeeded', finished_at = now(), attempts = attempts + 1
+         WHERE id = p_succeed AND status = 'ready';
     END IF;
     IF p_release IS NOT NULL THEN
         PERFORM pg_advisory_unlock(p_release);
