@@ -17,8 +17,9 @@ Prints a table, then as its LAST line one JSON object with:
 - against dlt (``pip install -e '.[bench]'``), 200,000 organizations at 0 ms per listing and (keys
   ending ``_20ms``) at 20 ms: ferryman_rows_per_s, dlt_append_rows_per_s, dlt_merge_rows_per_s
   (medians), ratio_vs_dlt_append and ratio_vs_dlt_merge (medians of the ratios within each round),
-  window_50_gain (windows of 50 over 25, within each round), and load_avg_1min (the machine's
-  load: on a busy machine compare the ratios, not the rates).
+  window_50_gain (windows of 50 over 25, within each round), ratio_vs_dlt_append_2_processes
+  (the same 4 lane threads as 2 worker processes x 2, over dlt appending), and load_avg_1min
+  (the machine's load: on a busy machine compare the ratios, not the rates).
 
     .venv/bin/python -P hack/bench/migrate.py [--quick] [--rounds N] [--cpus 0] [--processes 2]
         [--peers-only]
@@ -263,7 +264,7 @@ def email_phase(dbs: databases.Scratchpad, threads: int, deals: int) -> float:
     return float(result["per_kind"]["messages"])
 
 
-PEERS = ("ferryman", "ferryman_w25", "dlt_append", "dlt_merge")
+PEERS = ("ferryman", "ferryman_w25", "ferryman_2p", "dlt_append", "dlt_merge")
 """The loaders compared: ferryman (windows of 50, the default; and of 25, the default until
 session 4), dlt appending, dlt merging on ``id``."""
 
@@ -287,6 +288,9 @@ def peers(dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int) -
         mode: [f / d for f, d in zip(rates["ferryman"], rates[mode], strict=True)]
         for mode in ("dlt_append", "dlt_merge", "ferryman_w25")
     }
+    ratios["two_processes"] = [
+        f / d for f, d in zip(rates["ferryman_2p"], rates["dlt_append"], strict=True)
+    ]
     return {"rates": rates, "ratios": ratios}
 
 
@@ -294,7 +298,8 @@ def _load(name: str, db_url: str, crm_url: str, count: int) -> tuple[int, float]
     """One load by ``name``; returns (rows now in its table, seconds)."""
     if name.startswith("ferryman"):
         window: dict[str, Any] = {"window_size": 25} if name == "ferryman_w25" else {}
-        result = run_import(db_url, crm_url, ["organizations"], processes=1, **window)
+        processes = 2 if name == "ferryman_2p" else 1  # the same 4 lane threads, 2 x 2
+        result = run_import(db_url, crm_url, ["organizations"], processes=processes, **window)
         return result["rows"], result["seconds"]
     mode = name.removeprefix("dlt_")
     argv = [sys.executable, "-P", str(DLT_LOAD), crm_url, API_KEY, _dsn(db_url), str(count), mode]
@@ -419,6 +424,9 @@ def report(r: dict[str, Any]) -> None:
             f"ratio_vs_dlt_append{suffix}": round(statistics.median(ratios["dlt_append"]), 3),
             f"ratio_vs_dlt_merge{suffix}": round(statistics.median(ratios["dlt_merge"]), 3),
             f"window_50_gain{suffix}": round(statistics.median(ratios["ferryman_w25"]), 3),
+            f"ratio_vs_dlt_append_2_processes{suffix}": round(
+                statistics.median(ratios["two_processes"]), 3
+            ),
         }
     summary["load_avg_1min"] = round(max(before[0], after[0]), 2)
     print(json.dumps(summary))
@@ -446,17 +454,20 @@ def peer_rows(peer: dict[str, Any], latency: int) -> list[tuple[str, str]]:
     names = {
         "ferryman": "  ferryman, 4 lane threads, windows of 50 (the default)",
         "ferryman_w25": "  ferryman, windows of 25",
+        "ferryman_2p": "  ferryman, 2 worker processes x 2 lane threads, windows of 50",
         "dlt_append": "  dlt, append",
         "dlt_merge": "  dlt, merge on id",
     }
     for name, label in names.items():
         median = statistics.median(rates[name])
         rows.append((label, f"{median:,.0f} rows/s ({_each(rates[name])})"))
-    for mode in ("dlt_append", "dlt_merge"):
+    for mode, label in (
+        ("dlt_append", "ferryman / dlt_append"),
+        ("dlt_merge", "ferryman / dlt_merge"),
+        ("two_processes", "ferryman 2 x 2 / dlt_append"),
+    ):
         each = " / ".join(f"{ratio:.2f}" for ratio in ratios[mode])
-        rows.append(
-            (f"  ferryman / {mode}, per round", f"{statistics.median(ratios[mode]):.2f} ({each})")
-        )
+        rows.append((f"  {label}, per round", f"{statistics.median(ratios[mode]):.2f} ({each})"))
     return rows
 
 
