@@ -6,6 +6,8 @@ import dataclasses
 import datetime
 from typing import Any
 
+from runprogress import run_progress
+
 from ferryman_worker import console
 from ferryman_worker.contract import RunProgress, RunState
 
@@ -52,25 +54,18 @@ def test_a_later_phase_waits_and_a_finished_kind_is_done() -> None:
 
 
 def _run() -> RunProgress:
-    return RunProgress(
+    return run_progress(
         id=1,
         name="default/run",
-        workspace="acme",
         state=RunState.SUCCEEDED,
-        suspended=False,
         phase=None,
         phase_index=1,
         phases=1,
         tasks_done=3,
         tasks_total=3,
         tasks_running=0,
-        tasks_failed=0,
-        rows_written=900,
-        rows_skipped=0,
-        rows_failed=0,
         started_at=NOW,
         finished_at=NOW,
-        error=None,
     )
 
 

@@ -9,6 +9,7 @@ import hashlib
 from typing import Any
 
 import pytest
+from runprogress import run_progress
 
 from ferryman_operator.errors import PoolSpecError
 from ferryman_operator.reconcile import admission, conditions, events, lifecycle, pool, status
@@ -24,28 +25,7 @@ PHASES = ("organizations", "people", "deals+messages")
 
 
 def progress(**changes: Any) -> RunProgress:
-    base = RunProgress(
-        id=7,
-        name="ns/acme-crm",
-        workspace="acme",
-        state=RunState.RUNNING,
-        suspended=False,
-        phase="organizations",
-        phase_index=0,
-        phases=3,
-        tasks_done=2,
-        tasks_total=8,
-        tasks_running=4,
-        tasks_failed=0,
-        rows_written=900,
-        rows_skipped=0,
-        rows_failed=3,
-        started_at=T0,
-        finished_at=None,
-        error=None,
-        phase_names=PHASES,
-    )
-    return dataclasses.replace(base, **changes)
+    return run_progress(**{"rows_failed": 3, "phase_names": PHASES, **changes})
 
 
 def by_type(found: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -3,9 +3,10 @@ and gone once the run stops running; the status validates against the models (so
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from typing import Any
+
+from runprogress import run_progress
 
 from ferryman_operator.reconcile import status
 from ferryman_operator.reconcile.conditions import Wanted
@@ -31,27 +32,7 @@ ETA = RunEta(
 
 
 def progress(**changes: Any) -> RunProgress:
-    base = RunProgress(
-        id=7,
-        name="ns/acme-crm",
-        workspace="acme",
-        state=RunState.RUNNING,
-        suspended=False,
-        phase="messages",
-        phase_index=3,
-        phases=4,
-        tasks_done=2,
-        tasks_total=8,
-        tasks_running=4,
-        tasks_failed=0,
-        rows_written=900,
-        rows_skipped=0,
-        rows_failed=0,
-        started_at=T0,
-        finished_at=None,
-        error=None,
-    )
-    return dataclasses.replace(base, **changes)
+    return run_progress(**{"phase": "messages", "phase_index": 3, "phases": 4, **changes})
 
 
 def progressing(found: dict[str, Any]) -> dict[str, Any]:
