@@ -133,7 +133,9 @@ class Runs:
                 lambda conn: _look(conn, run, old, annotation, ahead, width, workers, now)
             )
         except DatabaseUnavailable as exc:
-            log.warning("run %s: database unavailable: %s", me.key, exc)
+            already = conditions.reason_of(old.get("conditions") or [], conditions.PROGRESSING)
+            said = log.debug if already == "DatabaseUnavailable" else log.warning  # once an outage
+            said("run %s: database unavailable: %s", me.key, exc)
             return Look(Observation(workers, database_error=str(exc)))
 
     async def _expire(

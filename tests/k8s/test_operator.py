@@ -390,6 +390,8 @@ def test_the_operator_survives_a_minute_without_its_database_and_recovers_by_its
             assert unavailable(), world.status("steady")
             time.sleep(2)
         assert world.reasons("steady").count("DatabaseUnavailable") == 1  # said once, no flapping
+        logged = operator.output().count(f"run {world.namespace}/steady: database unavailable")
+        assert logged == 1, operator.output()[-3000:]  # a warning once, not every refresh
         proxy.restore()
         final = world.wait_state("steady", "Succeeded", timeout=120)
     assert condition(world, "steady", "Progressing")["reason"] == "Succeeded"
