@@ -302,6 +302,15 @@ INDEX_READS = (
     " WHERE indexrelname = 'ferryman_jobs_ready'"
 )
 
+HELD = (
+    "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY h) AS p50,"
+    " percentile_cont(0.99) WITHIN GROUP (ORDER BY h) AS p99"
+    " FROM (SELECT extract(epoch FROM finished_at - claimed_at)::float8 AS h"
+    " FROM ferryman_jobs WHERE status = 'succeeded') held"
+)
+"""How long a job held its claim, from its claim's statement to the one that wrote its
+success (the next claim): the job's own time plus the worker's turnaround."""
+
 
 def scale_level(
     dbs: databases.Scratchpad, running: int, processes: int, job_s: float, seconds: float
@@ -338,6 +347,8 @@ def scale_level(
         finally:
             stop_workers(procs)
         time.sleep(0.5)
+        held = conn.execute(HELD).fetchone()
+        assert held is not None
         claims, reads, done = (
             count_rows(conn, CLAIM_CALLS),
             count_rows(conn, INDEX_READS),
@@ -354,6 +365,8 @@ def scale_level(
         "claims_per_job": claims / max(done, 1),
         "index_reads_per_claim": reads / max(claims, 1),
         "worker_cpu_us_per_job": (workers1 - workers0) / max(done1 - done0, 1) * 1e6,
+        "held_ms_p50": held["p50"] * 1000,
+        "held_ms_p99": held["p99"] * 1000,
     }
     if cpu0 is not None and cpu1 is not None:
         result["pg_cpu_us_per_job"] = (cpu1 - cpu0) / max(done1 - done0, 1) * 1e6

@@ -304,6 +304,24 @@ def test_a_job_that_completes_in_its_own_transaction_commits_writes_and_completi
     assert "failed between the writes and the completion" in job["last_error"]
 
 
+def test_a_claim_commits_asynchronously_and_the_jobs_own_writes_do_not(db_url: str) -> None:
+    """A claim's transaction does not wait for its WAL to reach disk (WAL replays in order:
+    a lost claim or success costs at most a rerun); the job's completing() transaction, which
+    makes its writes exactly-once, stays synchronous on the same connection."""
+    _setup(db_url)
+    with connect.connect(db_url) as conn:
+        with conn.transaction():
+            conn.execute("SELECT * FROM ferryman_claim('no-such-queue', 10)").fetchall()
+            claim_mode = conn.execute("SHOW synchronous_commit").fetchone()
+        session_mode = conn.execute("SHOW synchronous_commit").fetchone()
+    assert claim_mode == {"synchronous_commit": "off"}
+    assert session_mode == {"synchronous_commit": "on"}  # local to the claim's transaction
+    with in_process(db_url, lanes="default:2") as _, connect.connect(db_url) as conn:
+        enqueue_many([tj.commit_mode.call() for _ in range(20)], conn=conn)
+        wait_for(lambda: _runs(db_url) == 20, 20, "20 runs")
+    assert scalar(db_url, "SELECT array_agg(DISTINCT n) FROM test_runs") == [1]
+
+
 def test_a_job_whose_connection_is_cut_runs_again_within_seconds(db_url: str) -> None:
     """The server ends the backend of a running job (pg_terminate_backend) while its worker
     lives on: the claim is dead (its row still marked claimed, its lock gone with the backend),

@@ -93,6 +93,19 @@ def locks(ctx: JobContext) -> None:
     _record(ctx, int(row["n"]), time.time())
 
 
+@job("test.commit_mode", queue="default", pass_context=True)
+def commit_mode(ctx: JobContext) -> None:
+    """Record, as n, whether this job's completing() transaction commits synchronously (1) or
+    not (0): the claim's asynchronous commit must not reach the job's own writes."""
+    with ctx.completing() as conn:
+        row = conn.execute("SELECT current_setting('synchronous_commit') AS mode").fetchone()
+        assert row is not None
+        conn.execute(
+            "INSERT INTO test_runs (job_id, n, pid, started_at) VALUES (%s, %s, %s, now())",
+            (ctx.job.id, int(row["mode"] == "on"), os.getpid()),
+        )
+
+
 @job("test.always_fails", queue="default", max_attempts=5, pass_context=True)
 def always_fails(ctx: JobContext) -> None:
     """Record each attempt's start (committed), then fail: the attempts show the backoff."""

@@ -183,6 +183,13 @@ DECLARE
     claimed ferryman_jobs;
     held_back integer := 0;
 BEGIN
+    -- This transaction's commit does not wait for its WAL to reach disk: nothing it writes needs
+    -- to outlive a database crash on its own. WAL is replayed in order, so it is lost only with
+    -- everything written after it: a lost claim leaves the job unclaimed (its lock died with the
+    -- crash), a lost success runs the job again (at least once: a job that must run exactly once
+    -- commits its completion with its writes, ctx.completing(), synchronously). Waiting for the
+    -- flush held every running job's claim for the disk's latency (docs/decisions.md).
+    PERFORM set_config('synchronous_commit', 'off', true);
     -- the previous job returned: its success (the end of its batch membership, if it is a
     -- member) commits with this statement; its batch is checked by a later one, which sees that
     -- committed. Its lock goes before that commit, harmless now that its row is marked claimed
