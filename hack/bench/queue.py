@@ -7,18 +7,21 @@ bulk_enqueue_per_s, drain_per_s_1, drain_per_s_4, wake_p50_ms, wake_p95_ms, wake
 claims_per_job_16_threads (single jobs at 300/s on a lane of 16 threads: ferryman_claim calls
 per job), the overheads and load_avg_1m.
 
-The overheads are measured side by side: each round starts two `ferryman worker` processes at
-once, one per variant, each with its own database of 10,000 no-op jobs, and measures both over
+The overheads are measured side by side: each round starts two `ferryman worker` processes at once,
+one per variant, each with its own database of --overhead-jobs no-op jobs, and measures both over
 the same window (from when each has finished a tenth of its jobs to when the first has finished
 nine tenths): CPU per job of the worker process and of its database sessions (from /proc, so the
 server must be local; else the worker's alone). Whatever the machine does meanwhile, it does to
-both. The median of the rounds' ratios is reported with its standard error and range:
+both. Consecutive rounds start the two sides in opposite orders; the mean of each pair of rounds
+cancels what starting first does, and the median of the pairs is reported with its standard error
+and range (and the single rounds' range), --overhead-jobs jobs per side (30,000):
 - batch_overhead_pct: the jobs in one batch vs none, lanes of 1 (_db_pct: the sessions alone);
 - metrics_overhead_pct: metrics recorded, served and scraped every second (Prometheus scrapes
   every 15 to 60 s; each scrape here is past the queue depths' cache and reads the database) vs
   off, lanes of 4;
 - same_overhead_pct: plain vs plain, lanes of 4: the method's own bias, near 0.
-Each with _stderr_pct, _range_pct, _wall_pct (wall time per job) and the load average range.
+Each with _stderr_pct, _range_pct (over the pairs), _round_range_pct, _wall_pct (wall time per
+job) and the load average range.
 
 With --scale it measures claims at fleet scale instead: slow jobs (--job-seconds, 0.2 s sleeps)
 on N `ferryman worker` processes x T threads, 16, 64 and 256 of them running at once, on a server
@@ -448,6 +451,12 @@ def main() -> None:
     parser.add_argument("--scale", action="store_true", help="claims at 16/64/256 running jobs")
     parser.add_argument("--job-seconds", type=float, default=0.2, help="--scale: job length")
     parser.add_argument("--seconds", type=float, default=10.0, help="--scale: measured seconds")
+    parser.add_argument(
+        "--overhead-jobs",
+        type=int,
+        default=30_000,
+        help="jobs per side per round of the overheads (default 30,000)",
+    )
     only = parser.add_mutually_exclusive_group()
     only.add_argument("--batch-only", action="store_true", help="only the batch overhead")
     only.add_argument("--metrics-only", action="store_true", help="only the metrics overhead")
@@ -473,7 +482,7 @@ def main() -> None:
         if not (args.batch_only or args.metrics_only or args.overheads_only):
             results = run(dbs, args.jobs)
         for what in which:
-            results |= bench_overhead(dbs, args.jobs, args.rounds or 8, what)
+            results |= bench_overhead(dbs, args.overhead_jobs, args.rounds or 8, what)
     results["load_avg_1m"] = os.getloadavg()[0]
     report(results)
 
@@ -630,21 +639,28 @@ def _scrape(port: int, every: float, stop: threading.Event) -> None:
 def overheads(
     pairs: list[tuple[Window, Window]], key: str, parts: tuple[str, ...] = ("all",)
 ) -> dict[str, float]:
-    """b's cost per job over a's, in per cent, per round: median, standard error, range."""
+    """b's cost per job over a's, in per cent: median, standard error and range over the pairs
+    of consecutive rounds (one started a first, the other b: the mean of the two cancels what
+    starting first does, which alone moved a round by about 5 points), and the single rounds'
+    range. With an odd number of rounds, the rounds themselves."""
     results: dict[str, float] = {}
     for part in parts:
         name = key if part == "all" else f"{key}_{part}"
         ratios = [(b.per_job(part) / a.per_job(part) - 1) * 100 for a, b in pairs]
-        results[f"{name}_pct"] = statistics.median(ratios)
-        results[f"{name}_stderr_pct"] = statistics.stdev(ratios) / len(ratios) ** 0.5
-        results[f"{name}_range_pct"] = max(ratios) - min(ratios)
+        units = ratios
+        if len(ratios) % 2 == 0:
+            units = [(x + y) / 2 for x, y in zip(ratios[::2], ratios[1::2], strict=True)]
+        results[f"{name}_pct"] = statistics.median(units)
+        results[f"{name}_stderr_pct"] = statistics.stdev(units) / len(units) ** 0.5
+        results[f"{name}_range_pct"] = max(units) - min(units)
+        results[f"{name}_round_range_pct"] = max(ratios) - min(ratios)
     return results
 
 
 def bench_overhead(
     dbs: databases.Scratchpad, jobs: int, rounds: int, what: str
 ) -> dict[str, float]:
-    """``what``: "batch" (10,000 no-op jobs in one batch vs not, lane of 1), "metrics" (the
+    """``what``: "batch" (``jobs`` no-op jobs in one batch vs not, lane of 1), "metrics" (the
     same jobs, lane of 4, metrics served and scraped vs off), or "same" (plain vs plain, lane
     of 4: the method's own bias, to be near 0)."""
     threads = 1 if what == "batch" else 4
@@ -696,6 +712,13 @@ def _prepare_batched(conn: connect.Connection, jobs: int, side: str) -> None:
         enqueue_many(calls, conn=conn)
 
 
+def _units(rounds: float) -> str:
+    count = int(rounds)
+    if count % 2:
+        return f"{count} rounds"
+    return f"{count // 2} pairs of rounds (one started each way)"
+
+
 def report_overhead(results: dict[str, float], key: str, title: str) -> None:
     if f"{key}_pct" not in results:
         return
@@ -708,8 +731,9 @@ def report_overhead(results: dict[str, float], key: str, title: str) -> None:
         )
     print(
         f"{title}: {results[f'{key}_pct']:+.1f} % ± {results[f'{key}_stderr_pct']:.1f}"
-        f" (median of {results[f'{key}_rounds']:.0f} rounds ± standard error; rounds within"
-        f" {results[f'{key}_range_pct']:.1f} points){parts}; base"
+        f" (median of {_units(results[f'{key}_rounds'])} ± standard error, within"
+        f" {results[f'{key}_range_pct']:.1f} points; single rounds within"
+        f" {results[f'{key}_round_range_pct']:.1f}){parts}; base"
         f" {results[f'{key}_base_cpu_us_per_job']:.0f} us CPU per job; wall time per job"
         f" {results[f'{key}_wall_pct']:+.1f} %; load average {results[f'{key}_load_min']:.2f}"
         f" to {results[f'{key}_load_max']:.2f}"
