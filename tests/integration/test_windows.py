@@ -10,6 +10,7 @@ import pytest
 from migration import request
 from psycopg.rows import tuple_row
 
+from ferryman_worker import destinations
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs, windows
 from ferryman_worker.providers import load as load_provider
@@ -26,10 +27,13 @@ def _target(conn: connect.Connection, kind: str) -> windows.Target:
         (run["id"], kind, JOB),
     ).fetchone()
     assert task is not None
+    return _for_kind(int(run["id"]), int(task["id"]), kind)
+
+
+def _for_kind(run_id: int, task_id: int, kind: str) -> windows.Target:
     provider = load_provider("democrm")
-    return windows.Target(
-        int(run["id"]), int(task["id"]), JOB, "acme", provider, provider.kinds[kind]
-    )
+    writer = destinations.writer_for({}, provider, kind)
+    return windows.Target(run_id, task_id, JOB, "acme", provider.kinds[kind], writer)
 
 
 def _write(
@@ -135,9 +139,7 @@ def test_a_row_the_database_refuses_fails_the_fast_path_then_goes_alone(
 def test_foreign_keys_resolve_through_the_ledger(conn: connect.Connection) -> None:
     orgs = _target(conn, "organizations")
     _write(conn, orgs, [{"id": 7, "name": "Acme"}])
-    people = windows.Target(
-        orgs.run_id, orgs.task_id, JOB, "acme", orgs.provider, orgs.provider.kinds["people"]
-    )
+    people = _for_kind(orgs.run_id, orgs.task_id, "people")
     _write(
         conn,
         people,

@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from ferryman_worker import destinations
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import phases, schedule
@@ -47,8 +48,7 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
     ConfigurationError if the provider or a writer of its kinds is missing."""
     provider = load_provider(request.provider)
     run_phases = phases_for(provider, request.kinds)
-    _check_writers(conn, provider, [kind for phase in run_phases for kind in phase])
-    params = {
+    params: dict[str, Any] = {
         "name": request.name,
         "workspace": request.workspace,
         "provider": request.provider,
@@ -58,6 +58,7 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
         "phases": Jsonb(run_phases),
         "options": Jsonb(request.options),
     }
+    _check_writers(conn, params, provider, [kind for phase in run_phases for kind in phase])
     try:
         with conn.transaction():
             row = conn.execute(queries.engine("admit_run"), params).fetchone()
@@ -76,16 +77,19 @@ def _refused(conn: Connection, workspace: str) -> AdmissionRefused:
     return AdmissionRefused(workspace, live["name"] if live else "?")
 
 
-def _check_writers(conn: Connection, provider: Provider, kinds: list[str]) -> None:
-    """ConfigurationError, before any task exists, if a kind's writer function is missing."""
-    writers = [provider.writer(kind) for kind in kinds]
-    row = conn.execute(queries.engine("missing_writers"), {"writers": writers}).fetchone()
-    missing = sorted(row["missing"] or []) if row else []
-    if missing:
+def _check_writers(
+    conn: Connection, run: dict[str, Any], provider: Provider, kinds: list[str]
+) -> None:
+    """ConfigurationError, before any task exists, naming every kind whose writer cannot
+    write in this database."""
+    problems = [
+        f"{kind}: {problem}"
+        for kind in kinds
+        for problem in destinations.writer_for(run, provider, kind).problems(conn)
+    ]
+    if problems:
         raise ConfigurationError(
-            f"spec.source.provider: {provider.name!r} writes with SQL functions this database "
-            f"lacks: {', '.join(missing)}; run `ferryman db migrate` (it applies ferryman's "
-            "migrations and those every installed plug-in registers under 'ferryman.migrations')"
+            f"spec.source.provider: {provider.name!r} cannot write here:\n" + "\n".join(problems)
         )
 
 

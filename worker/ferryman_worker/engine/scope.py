@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg.rows import tuple_row
 
-from ferryman_worker import metrics
+from ferryman_worker import destinations, metrics
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import phases, schedule, windows
@@ -93,8 +93,8 @@ class Scope:
             self.task["id"],
             self.ctx.job.id,
             self.run["workspace"],
-            self.provider,
             self.kind,
+            destinations.writer_for(self.run, self.provider, self.kind.name),
         )
 
     # -- the source ---------------------------------------------------------------------------

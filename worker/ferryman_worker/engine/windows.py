@@ -2,14 +2,14 @@
 the task's checkpoint; each row is isolated.
 
 A record that fails its model is malformed: recorded in ``ferryman_row_errors`` with its reason,
-never written, and it claims no ledger slot. A window is normally ONE statement: the provider's
-writer function (rows and their ledger slots) nested in ``ferryman_close_window`` (row errors,
-checkpoint, and the gate, which raises when the task is no longer ours or its run no longer
-runs), committed on its own. Only if the database refuses the writer (a value out of range, a
-ledger slot already taken) is the window written again ``carefully``, inside a transaction: row
-by row, one savepoint per row, so the row the database refuses is rolled back alone and recorded.
-A careful window of W rows opens W subtransactions: keep W under PostgreSQL's 64 cached per
-transaction.
+never written, and it claims no ledger slot. A window is normally ONE statement: the kind's
+writer (rows and their ledger slots; see ``destinations``), then ``ferryman_close_window`` (row
+errors, checkpoint, and the gate, which raises when the task is no longer ours or its run no
+longer runs), committed on its own. Only if the database refuses the writer (a value out of
+range, a ledger slot already taken) is the window written again ``carefully``, inside a
+transaction: row by row, one savepoint per row, so the row the database refuses is rolled back
+alone and recorded. A careful window of W rows opens W subtransactions: keep W under
+PostgreSQL's 64 cached per transaction.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ferryman_worker.db import queries
-from ferryman_worker.providers import Kind, Provider
+from ferryman_worker.destinations import Writer
+from ferryman_worker.providers import Kind
 
 LEDGER_KEY = "ferryman_ledger_pkey"
 GATE_CLOSED = "FM001"
@@ -49,8 +49,8 @@ class Target:
     task_id: int
     job_id: int
     workspace: str
-    provider: Provider
     kind: Kind
+    writer: Writer
 
 
 @dataclasses.dataclass
@@ -117,7 +117,7 @@ def write(cur: Cursor, target: Target, window: Window) -> Counts:
     params["rows"] = _rows(target, window.valid)
     with _gate():
         row = cur.execute(
-            _statement("write_window", target.provider.writer(target.kind.name)),
+            target.writer.window_statement(),
             params,
             binary=True,
         ).fetchone()
@@ -153,7 +153,7 @@ def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
 
 def _write_row(cur: Cursor, target: Target, model: BaseModel) -> int:
     row = cur.execute(
-        _statement("write_rows", target.provider.writer(target.kind.name)),
+        target.writer.rows_statement(),
         {
             "rows": _rows(target, [model]),
             "workspace": target.workspace,
@@ -162,13 +162,6 @@ def _write_row(cur: Cursor, target: Target, model: BaseModel) -> int:
         },
     ).fetchone()
     return int(row[0]) if row else 0
-
-
-@functools.cache
-def _statement(name: str, writer: str) -> bytes:
-    """Named query ``name`` with the provider's writer function in place of ``{writer}``."""
-    statement = sql.SQL(queries.engine(name)).format(writer=sql.Identifier(writer))
-    return statement.as_bytes(None)  # composed once: identifiers need no connection to quote
 
 
 def _close_params(target: Target, window: Window, refused: Malformed) -> dict[str, Any]:
