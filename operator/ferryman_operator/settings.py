@@ -10,7 +10,7 @@ import socket
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ferryman_operator.errors import SettingsError
@@ -44,7 +44,8 @@ class OperatorSettings(BaseSettings):
     """PostgreSQL URL (``FERRYMAN_DATABASE_URL``): the database the workers use."""
 
     namespaces: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    """Namespaces whose MigrationRuns this operator handles; empty: every namespace."""
+    """Namespaces whose MigrationRuns this operator handles (comma-separated in the environment);
+    empty: every namespace."""
 
     liveness_port: int | None = Field(default=None, ge=1, le=65535)
     """Port of the liveness endpoint ``/healthz``; None: no endpoint."""
@@ -82,6 +83,13 @@ class OperatorSettings(BaseSettings):
 
     default_lane_width: int = Field(default=4, ge=1)
     """Width of the migrations lane assumed when no pool spec is found (sets maxInFlight)."""
+
+    @field_validator("namespaces", mode="before")
+    @classmethod
+    def _split_namespaces(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @property
     def renew_interval(self) -> float:

@@ -67,3 +67,10 @@ def test_the_database_url_is_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     loaded = settings.load()
     assert loaded.database_url is not None and "hunter2" not in repr(loaded)
     assert loaded.renew_interval == loaded.lease_duration / 3
+
+
+def test_namespaces_come_from_the_environment_comma_separated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FERRYMAN_OPERATOR_NAMESPACES", "team-a, team-b")
+    assert settings.load().namespaces == ["team-a", "team-b"]
