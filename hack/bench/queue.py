@@ -440,7 +440,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
         epilog="The overheads (batch, metrics, and the method's own bias) run two worker "
-        "processes side by side on the same machine at once; see README, Performance.",
+        "processes side by side on the same machine at once; see docs/benchmarks.md.",
     )
     parser.add_argument("--jobs", type=int, default=10_000, help="jobs per drain (default 10,000)")
     parser.add_argument(

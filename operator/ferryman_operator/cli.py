@@ -16,7 +16,7 @@ holder of the Lease FERRYMAN_OPERATOR_LEASE_NAME (default ferryman-operator, in 
 namespace) acts; others wait. The database comes from FERRYMAN_DATABASE_URL, the cluster from
 in-cluster config or KUBECONFIG. With --metrics-port it serves Prometheus metrics (runs by
 state, admissions and refusals, reconcile errors, the oldest queued run's age, the last sizing).
-Settings: FERRYMAN_OPERATOR_* (README.md, "Run it on Kubernetes")."""
+Settings: FERRYMAN_OPERATOR_* (docs/kubernetes.md, "The operator")."""
 
 
 def register(commands: Any) -> None:
@@ -48,7 +48,7 @@ def register(commands: Any) -> None:
         type=int,
         metavar="N",
         help="serve GET /metrics (Prometheus's text format) on http://0.0.0.0:N "
-        '(FERRYMAN_OPERATOR_METRICS_PORT; default 0 = off; README.md, "Metrics and logs")',
+        "(FERRYMAN_OPERATOR_METRICS_PORT; default 0 = off; docs/observability.md)",
     )
     operator.set_defaults(handler=cmd_operator)
     crd = commands.add_parser(

@@ -117,7 +117,8 @@ class Settings(BaseSettings):
     """Seconds between a worker process's heartbeats."""
 
     metrics_port: int = Field(default=0, ge=0, le=65535)
-    """Port of the worker's HTTP endpoint (``/livez``, ``/readyz``) on every address; 0 = off."""
+    """Port of the worker's HTTP endpoint (``/metrics``, ``/livez``, ``/readyz``) on every address;
+    0 = off."""
 
     stale_claim_after: float = Field(default=1800.0, gt=0)
     """Seconds without a checkpoint after which the reaper releases a running task's claim."""
