@@ -1,5 +1,5 @@
 # The two commands of the quickstart, and a few for development. Everything goes through hack/.
-.PHONY: test demo demo-clean check venv bench image clean
+.PHONY: test demo demo-clean check venv bench image docs clean
 
 test:            ## install everything, start what the tests need, run ruff, mypy and pytest
 	hack/test
@@ -21,6 +21,10 @@ image:           ## build the container image localhost/ferryman:<version> (cach
 
 bench:           ## run the benchmarks in hack/bench/
 	.venv/bin/python -P hack/bench/queue.py
+
+docs:            ## serve the documentation site on http://127.0.0.1:8000 (DOCS_ADDR=host:port moves it)
+	hack/venv
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve --dev-addr "$${DOCS_ADDR:-127.0.0.1:8000}"
 
 clean:
 	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache
