@@ -4,10 +4,13 @@ navigation, a link to a page or an anchor that does not exist, fails the tests."
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from pymdownx.slugs import slugify
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,3 +53,35 @@ def test_a_page_left_out_of_the_navigation_fails_the_build(tmp_path: Path) -> No
     built = _build(config, tmp_path / "site")
     assert built.returncode != 0
     assert "orphan.md" in built.stderr
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors(page: Path) -> set[str]:
+    """The page's headings as GitHub (and the site) make their anchors."""
+    slug = slugify(case="lower")
+    return {
+        slug(line.lstrip("#").strip().replace("`", ""), "-")
+        for line in page.read_text().splitlines()
+        if line.startswith("#")
+    }
+
+
+def _broken_links(page: Path) -> list[str]:
+    broken = []
+    for target in LINK.findall(page.read_text()):
+        if "://" in target:
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(f"{target}: no such heading")
+    return broken
+
+
+def test_the_readmes_links_lead_somewhere() -> None:
+    for readme in (ROOT / "README.md", ROOT / "examples" / "README.md"):
+        assert _broken_links(readme) == [], readme
