@@ -265,8 +265,8 @@ def email_phase(dbs: databases.Scratchpad, threads: int, deals: int) -> float:
 
 
 PEERS = ("ferryman", "ferryman_w25", "ferryman_2p", "dlt_append", "dlt_merge")
-"""The loaders compared: ferryman (windows of 50, the default; and of 25, the default until
-session 4), dlt appending, dlt merging on ``id``."""
+"""The loaders compared: ferryman (windows of 50, the default; and of 25, the default before
+it), dlt appending, dlt merging on ``id``."""
 
 
 def peers(dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Batches (seed 004): members live while their job is ready, one finisher, callbacks, the
+"""Batches: members live while their job is ready, one finisher, callbacks, the
 stalled sweep, and the lane thread that checks a batch once after a run of its members."""
 
 from __future__ import annotations
@@ -270,7 +270,7 @@ def test_pruning_removes_finished_batches_and_their_members_never_a_live_one(
         conn.execute("INSERT INTO test_release VALUES (true)")
         try:
             wait_for(lambda: len(_callbacks(db_url)) == 2, 10, "the batch to finish")
-        except AssertionError as exc:  # seen once in CI (session 6), 1 in 60 runs under load
+        except AssertionError as exc:  # seen once in CI, 1 in 60 runs under load
             raise AssertionError(f"{exc}; {_state(conn, b.id)}") from None
         wait_for(
             lambda: (

@@ -516,7 +516,7 @@ def test_one_task_handed_to_two_jobs_runs_once(db_url: str) -> None:
         assert {j["status"] for j in mine} == {"succeeded"}  # the other one exited
 
 
-# -- the seed's named bug: a retry that strands work behind the barrier ---------------------------
+# -- a known trap: a retry that strands work behind the barrier -----------------------------------
 
 
 @pytest.mark.slow
@@ -561,7 +561,7 @@ def test_a_retried_run_reopens_the_phase_of_its_earliest_unfinished_task(
     run = _started(conn)
     # Forged: a failed phase-0 task in a run whose barrier moved on. A task fails together with
     # its run (one transaction) and the barrier moves only a running run, so no real event makes
-    # this; it is how the seed's retry stranded work, and retry must not depend on its absence.
+    # this; it is how a naive retry strands work, and retry must not depend on its absence.
     conn.execute(
         "UPDATE ferryman_tasks SET status = CASE WHEN cursor_key = 'organizations:0'"
         " THEN 'failed' ELSE 'done' END"

@@ -1,5 +1,5 @@
 """The ferryman chart (charts/ferryman), with the real helm and API server: lint, the schema's and
-the templates' refusals, what it renders (security, labels, the pool spec of shared interface 3,
+the templates' refusals, what it renders (security, labels, the pool spec and its hash,
 no secret in values or ConfigMaps), and install / upgrade / uninstall on the control plane.
 
 No pod runs on this control plane, so installs here pass --no-hooks (the migrate hook Job would
@@ -41,7 +41,7 @@ LOCAL_CLUSTER = (
 
 
 def pool_spec_hash(lanes: str, pool_size: int) -> str:
-    """Shared interface 3, written out independently of the chart."""
+    """The pool spec's hash (lanes and pool size), written out independently of the chart."""
     return hashlib.sha256(f"lanes={lanes};poolSize={pool_size}".encode()).hexdigest()[:16]
 
 

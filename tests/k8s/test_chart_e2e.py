@@ -102,7 +102,8 @@ def image_ref() -> str:
 
 
 def local_values(node: Any, image: str) -> list[str]:
-    """The values a local node needs (shared interface 7), and small graces for quick rollouts."""
+    """The values a local node needs (host network, the API server on loopback), and small graces
+    for quick rollouts."""
     repository, tag = image.rsplit(":", 1)
     settings = {
         "image.repository": repository,

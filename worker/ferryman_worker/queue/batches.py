@@ -1,4 +1,4 @@
-"""Batches (seed 004): a set of jobs with callbacks when the last one finishes.
+"""Batches: a set of jobs with callbacks when the last one finishes.
 
 A member is live while its job is ``ready`` (``ferryman_batch_live``): its end for good is its
 job's own status change, so a member costs no write a plain job does not. After that change

@@ -1,4 +1,4 @@
--- Claims at fleet scale (issue 11). Running jobs leave the claim's index: the claim also writes
+-- Claims at fleet scale. Running jobs leave the claim's index: the claim also writes
 -- the claiming backend's pid into claimed_by, and the ready index holds only unclaimed rows, so
 -- a claim's scan never walks past running jobs, however many run. The advisory lock is still the
 -- proof that a claim is alive: a row whose claimed_by is set but whose lock no one holds is a

@@ -1,4 +1,4 @@
--- A batch member costs no more writes than a plain job (issue 11: batch overhead <= 5 %).
+-- A batch member costs no more writes than a plain job (the target: batch overhead <= 5 %).
 -- A member is live while its job is 'ready' (waiting, claimed, or waiting out a retry): the
 -- membership rows, inserted at enqueue and deleted at each member's end, go. The member's end
 -- is the job row's own status change, already written; so is its claim. Liveness is read from
