@@ -23,7 +23,9 @@ HEADER = """\
 Every `ferryman` command and every setting, generated from the code by `hack/gen-cli-docs` (do not
 edit this page: a test fails while it disagrees with the parsers and the settings models). Flags
 override environment variables; a bad value is refused at start-up with a message that names the
-variable and the fix.
+variable and the fix. `status`, `errors`, `retry`, `jobs` and `reap` refuse a database whose schema
+is not up to date, naming `ferryman db migrate` (`ferryman run` and `ferryman worker --migrate`
+migrate it themselves).
 """
 
 

@@ -225,7 +225,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_worker(commands)
     _add_db(commands)
     _add_jobs(commands)
-    run = commands.add_parser("run", help="run (or resume) a MigrationRun YAML without Kubernetes")
+    run = commands.add_parser(
+        "run",
+        help="run (or resume) a MigrationRun YAML without Kubernetes",
+        description="Run (or resume) a MigrationRun YAML without Kubernetes: an in-process worker "
+        "and reaper, live progress, then a summary. Ctrl-C suspends the run; the same command "
+        "resumes it from its checkpoints. Exit status: 0 succeeded, 1 failed or cancelled, "
+        "130 suspended by Ctrl-C, 2 bad input.",
+    )
     run.add_argument("file", help="a MigrationRun YAML, the same kubectl apply takes")
     run.add_argument("--lanes", help="lanes of the in-process capsule (needs 'migrations')")
     run.set_defaults(handler=cmd_run)
