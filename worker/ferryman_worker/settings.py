@@ -75,7 +75,9 @@ class Settings(BaseSettings):
     )
 
     database_url: SecretStr | None = None
-    """PostgreSQL URL. Unset: local commands start an embedded server (see ``embedded_dir``)."""
+    """PostgreSQL URL; never printed or logged. Unset: a command that needs the database starts an
+    embedded server (in ``FERRYMAN_EMBEDDED_DIR``), stopped when the last ``ferryman`` process
+    using it exits."""
 
     embedded_dir: str | None = None
     """Data folder of the embedded PostgreSQL; default ``~/.local/share/ferryman/postgres``."""
