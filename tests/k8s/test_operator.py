@@ -324,7 +324,10 @@ def blocked_lookups(db_url: str) -> int:
 def wait_gone(world: Bench, name: str, what: str) -> None:
     """Wait up to 20 s until ``kubectl get`` no longer finds the run; if it still does, say
     what keeps it (finalizers, deletionTimestamp) and whether it is the same object."""
-    uid = world.get(name)["metadata"]["uid"]
+    found = world.cp.kubectl("get", "mrun", name, "-n", world.namespace, "-o", "json", check=False)
+    if found.returncode != 0:
+        return  # gone already
+    uid = json.loads(found.stdout)["metadata"]["uid"]
 
     def gone() -> bool:
         found = world.cp.kubectl(
