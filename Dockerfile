@@ -17,16 +17,21 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && python3 -m venv /opt/ferryman \
  && python3 -m venv /opt/build
-# The dependency set first, from pyproject.toml alone: this layer is rebuilt only when it changes.
+# The dependency set first, from uv.lock (hack/lock writes it from pyproject.toml): the versions
+# make test ran with, hash-checked; this layer is rebuilt only when the lock changes. uv (at the
+# version the lock pins) only exports the operator's and worker's part of the lock; pip installs it.
 # The optional secret `ca-bundle` is the build host's CA bundle, for hosts whose HTTPS to PyPI goes
 # through an intercepting proxy (hack/image passes it); without it pip uses its own.
-COPY pyproject.toml /src/pyproject.toml
+COPY pyproject.toml uv.lock /src/
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
- && python3 -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb"))["project"]; \
-print("\n".join(p["dependencies"] + p["optional-dependencies"]["operator"]))' > /src/requirements.txt \
- && /opt/ferryman/bin/pip install --only-binary=:all: -r /src/requirements.txt \
- && /opt/build/bin/pip install --only-binary=:all: hatchling
+ && uv=$(python3 -c 'import tomllib; l = tomllib.load(open("/src/uv.lock", "rb")); \
+print(next(p["version"] for p in l["package"] if p["name"] == "uv"))') \
+ && /opt/build/bin/pip install --only-binary=:all: hatchling "uv==$uv" \
+ && /opt/build/bin/uv export --project /src --frozen --extra operator --no-emit-project \
+        --no-header --format requirements-txt --output-file /src/requirements.txt \
+ && /opt/ferryman/bin/pip install --only-binary=:all: --no-deps --require-hashes \
+        -r /src/requirements.txt
 # Then the code: a wheel built from it, installed without touching the dependencies.
 COPY README.md /src/README.md
 COPY worker /src/worker

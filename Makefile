@@ -1,8 +1,17 @@
 # The two commands of the quickstart, and a few for development. Everything goes through hack/.
-.PHONY: test demo demo-clean check venv bench image docs clean
+.PHONY: test test-quick deps lock demo demo-clean check venv bench image docs clean
 
 test:            ## install everything, start what the tests need, run ruff, mypy and pytest
 	hack/test
+
+test-quick:      ## unit and integration tests not marked slow: no control plane (a few minutes)
+	hack/test --quick
+
+deps:            ## install the Debian packages the tests need (podman, busybox-static, runc, ...)
+	hack/deps
+
+lock:            ## regenerate uv.lock after a dependency changed in pyproject.toml
+	hack/lock
 
 demo:            ## run the main job on this machine (embedded PostgreSQL unless FERRYMAN_DATABASE_URL)
 	hack/demo
@@ -13,7 +22,7 @@ demo-clean:      ## forget the demo's database (the next make demo starts from s
 check:           ## lint and type-check only
 	hack/check
 
-venv:            ## create .venv with the project and its development tools
+venv:            ## create .venv with the project and its development tools (from uv.lock)
 	hack/venv
 
 image:           ## build the container image localhost/ferryman:<version> (cached by content)

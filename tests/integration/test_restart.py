@@ -1,5 +1,6 @@
 """A PostgreSQL outage: the capsule is back within a second of the server's return, and a worker
-that was only disconnected is neither reaped nor logged as gone.
+that was only disconnected is neither reaped nor logged as gone; a worker that is only paused
+keeps its claims.
 
 The test runs its own embedded server, whatever server the session uses: it stops it.
 """
@@ -18,7 +19,7 @@ import ferryman_testjobs as tj
 import pytest
 from workers import in_process, scalar, subprocesses, wait_for
 
-from ferryman_worker.db import connect, databases, embedded, migrate
+from ferryman_worker.db import connect, databases, embedded, migrate, queries
 from ferryman_worker.queue import enqueue
 
 OUTAGE = 10.0
@@ -97,11 +98,55 @@ def test_after_an_outage_jobs_wake_at_normal_speed_within_two_seconds(
             10,
             "both workers registered again under their own ids",
         )
-    reaped = [
-        r.getMessage() for r in caplog.records if "died or lost its connection" in r.getMessage()
-    ]
+        # read before the block ends: leaving it SIGKILLs the paused worker, and the first
+        # worker, still running for a moment, rightly reaps it (its next liveness check)
+        reaped = [
+            r.getMessage()
+            for r in caplog.records
+            if "died or lost its connection" in r.getMessage()
+        ]
     assert reaped == []
     assert any("listening again" in r.getMessage() for r in caplog.records)
+
+
+def test_the_dead_claims_sweep_keeps_a_paused_workers_claim_and_frees_a_killed_ones(
+    db_url: str,
+) -> None:
+    """What reaping a worker may free: only claims whose lock nobody holds. A SIGSTOPped
+    worker keeps its connections, so its claim survives the sweep; SIGKILLed, it is freed."""
+    with connect.connect(db_url) as conn:
+        tj.create_tables(conn)
+    with subprocesses(db_url, 1, lanes="default:1") as (paused,):
+        with connect.connect(db_url) as conn:
+            job_id = enqueue(tj.hold, conn=conn)
+        started = "SELECT count(*) FROM test_started WHERE job_id = %s"
+        wait_for(lambda: scalar(db_url, started, (job_id,)) == 1, 30, f"job {job_id} to start")
+        paused.proc.send_signal(signal.SIGSTOP)
+        try:
+            assert _sweep(db_url) == []
+            assert _claimed_by_a_live_backend(db_url, job_id)
+        finally:
+            paused.proc.send_signal(signal.SIGCONT)
+        paused.kill()
+        wait_for(lambda: not _claimed_by_a_live_backend(db_url, job_id), 10, "its backend to exit")
+        assert _sweep(db_url) == [{"queue": "default", "freed": 1}]
+
+
+def _sweep(url: str) -> list[dict[str, object]]:
+    """The sweep every worker runs when another is reaped (queries.sql free_dead_claims)."""
+    with connect.connect(url) as conn:
+        return conn.execute(queries.get("free_dead_claims")).fetchall()
+
+
+def _claimed_by_a_live_backend(url: str, job_id: int) -> bool:
+    return bool(
+        scalar(
+            url,
+            "SELECT EXISTS (SELECT 1 FROM ferryman_jobs j JOIN pg_stat_activity a"
+            " ON a.pid = j.claimed_by WHERE j.id = %s)",
+            (job_id,),
+        )
+    )
 
 
 def _workers(url: str) -> list[dict[str, object]]:

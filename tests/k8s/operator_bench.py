@@ -82,7 +82,9 @@ def free_port() -> int:
 
 
 class Process:
-    """A child process with its output in a file, shown when a test fails."""
+    """A child process with its output in a file, shown when a test fails. ``kill`` and
+    ``terminate`` reap it and close the file (whatever happens on the way); ``remove`` deletes
+    the file."""
 
     def __init__(self, argv: list[str], env: dict[str, str], name: str) -> None:
         self.name = name
@@ -98,20 +100,29 @@ class Process:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        if self.alive():
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-        self.log.close()
+        try:
+            if self.alive():
+                self.proc.send_signal(signal.SIGKILL)
+                self.proc.wait(10)
+        finally:
+            self.log.close()
 
     def terminate(self, timeout: float = 30) -> int:
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self.log.close()
-        return self.proc.returncode
+        """SIGTERM, then SIGKILL after ``timeout`` seconds; the exit code."""
+        try:
+            if self.alive():
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.proc.send_signal(signal.SIGKILL)
+                    self.proc.wait(10)
+            return self.proc.returncode
+        finally:
+            self.log.close()
+
+    def remove(self) -> None:
+        Path(self.log.name).unlink(missing_ok=True)
 
 
 def ferryman(*args: str) -> list[str]:
@@ -329,6 +340,8 @@ def bench(
         finally:
             world.stop()
             sys.stderr.write(world.logs())  # pytest shows it when the test failed
+            for process in world.processes:
+                process.remove()
 
 
 def _delete_runs(cp: Any, world: Bench, namespace: str) -> None:

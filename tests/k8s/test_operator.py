@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from migration import check_against_truth
 from tests.democrm.server_fixture import DemoCRM
@@ -101,6 +102,10 @@ def start(world: Bench, crm: DemoCRM, name: str, workers: int = 2, **spec: Any) 
     world.workers(workers)
     world.apply(run_manifest(name, crm.url, **spec))
     return operator
+
+
+def dict_of(found: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: found.get(key) for key in keys}
 
 
 def some_rows(world: Bench, name: str) -> None:
@@ -286,16 +291,55 @@ def test_a_finished_run_is_deleted_after_ttl_seconds(world: Bench) -> None:
     with DemoCRM.start(seed=9, organizations=100, people=0, deals=0) as crm:
         start(world, crm, "brief", workers=1, kinds=["organizations"], ttlSecondsAfterFinished=2)
         world.wait_state("brief", "Succeeded", timeout=60)
+        wait_gone(world, "brief", "the run to be deleted after its TTL")
 
-        def gone() -> bool:
-            return (
-                world.cp.kubectl(
-                    "get", "mrun", "brief", "-n", world.namespace, check=False
-                ).returncode
-                != 0
-            )
 
-        eventually(gone, 20, "the run to be deleted after its TTL")
+def test_a_run_deleted_while_its_refresh_waits_on_the_database_goes_once_it_answers(
+    world: Bench, db_url: str
+) -> None:
+    """kopf lets an object go only when its timers have exited; the refresh in flight when the
+    deletion is processed must not keep the object for kopf's default minute of polling."""
+    with DemoCRM.start(seed=9, organizations=100, people=0, deals=0) as crm:
+        start(world, crm, "held", workers=1, kinds=["organizations"])
+        world.wait_state("held", "Succeeded", timeout=60)
+        with psycopg.connect(db_url) as conn:  # a transaction: the lock holds until rollback
+            conn.execute("LOCK TABLE ferryman_runs IN ACCESS EXCLUSIVE MODE")
+            eventually(lambda: blocked_lookups(db_url) == 1, 20, "the refresh to wait on the lock")
+            world.cp.kubectl("delete", "mrun", "held", "-n", world.namespace, "--wait=false")
+            eventually(lambda: blocked_lookups(db_url) == 2, 20, "the delete handler to wait too")
+            conn.rollback()  # the database answers both
+        wait_gone(world, "held", "the deleted run to go")
+
+
+def blocked_lookups(db_url: str) -> int:
+    """The operator's lookups of a run by name that wait on a lock (its timer's, its handlers')."""
+    with contract.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE 'SELECT * FROM ferryman_runs WHERE name = %'"
+        ).fetchone()
+    return int(row["n"]) if row else 0
+
+
+def wait_gone(world: Bench, name: str, what: str) -> None:
+    """Wait up to 20 s until ``kubectl get`` no longer finds the run; if it still does, say
+    what keeps it (finalizers, deletionTimestamp) and whether it is the same object."""
+    found = world.cp.kubectl("get", "mrun", name, "-n", world.namespace, "-o", "json", check=False)
+    if found.returncode != 0:
+        return  # gone already
+    uid = json.loads(found.stdout)["metadata"]["uid"]
+
+    def gone() -> bool:
+        found = world.cp.kubectl(
+            "get", "mrun", name, "-n", world.namespace, "-o", "json", check=False
+        )
+        if found.returncode != 0:
+            return True
+        meta = json.loads(found.stdout)["metadata"]
+        keys = ("uid", "creationTimestamp", "deletionTimestamp", "finalizers")
+        raise AssertionError(f"still there (the run's uid was {uid}): {dict_of(meta, keys)}")
+
+    eventually(gone, 20, what)
 
 
 # -- only one operator acts; SIGKILL ------------------------------------------------------------

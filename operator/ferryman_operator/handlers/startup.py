@@ -1,6 +1,7 @@
 """kopf's login (a fresh registry has none) and its settings: our finalizer, progress kept in
 annotations (``status`` holds only declared fields), no Events for kopf's routine log lines, no
-peering (the Lease decides), no watch of every CRD."""
+peering (the Lease decides), no watch of every CRD, a deleted run released soon after its timer
+exits."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ import kopf
 
 FINALIZER = "ferryman.dev/cancel-run"
 PREFIX = "kopf.ferryman.dev"
+TIMER_EXIT_POLL = 1.0
+"""Seconds between kopf's checks that a deleted run's refresh timer has exited: kopf removes the
+finalizer only then, and its default (60 s) kept a run whose refresh was in flight when it was
+deleted (its own TTL deletion, or kubectl delete) for a minute."""
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
@@ -27,6 +32,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
             prefix=PREFIX, key="last-handled-configuration"
         )
         settings.posting.level = logging.WARNING
+        settings.background.cancellation_polling = TIMER_EXIT_POLL
         settings.peering.standalone = True
         # One look at the API's resources at start-up, no watch of every CRD (which would need
         # list/watch on customresourcedefinitions): the chart installs the CRD before us.
