@@ -270,8 +270,9 @@ class Worker:
                     job = claims.claim(conn, lane.name, self.settings.claim_window, previous, check)
                     check, previous = claims.batch_to_check(previous, job), None
                     if job is None:
-                        lane.found_nothing(seen)
-                        break
+                        if lane.found_nothing(seen):
+                            break
+                        continue
                     running = job
                     previous = self._run_claimed(conn, job)
                     running = None
