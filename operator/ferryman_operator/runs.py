@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import datetime
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ferryman_operator.database import Database
@@ -52,10 +52,16 @@ def candidate(body: Mapping[str, Any]) -> Candidate:
 
 class Runs:
     def __init__(
-        self, db: Database, kube: Kube, workers: Workers, metrics: OperatorMetrics
+        self,
+        db: Database,
+        kube: Kube,
+        workers: Workers,
+        metrics: OperatorMetrics,
+        acting: Callable[[], bool] = lambda: True,
     ) -> None:
         self._db, self._kube, self._workers = db, kube, workers
         self._metrics = metrics
+        self._acting = acting  # the Lease is held: admit, write status and Events
         self._locks: dict[str, asyncio.Lock] = {}
         self._written: dict[str, dict[str, Any]] = {}
 
@@ -71,6 +77,9 @@ class Runs:
         me = candidate(body)
         lock = self._locks.setdefault(me.key, asyncio.Lock())
         async with lock:
+            if not self._acting():
+                log.debug("run %s: not holding the Lease: left to the leader", me.key)
+                return
             await self._sync(body, patch, me, list(others), handler)
 
     async def _sync(
@@ -102,6 +111,8 @@ class Runs:
             look = Look(Observation(workers, refused=Refusal("InvalidSpec", str(exc))))
         else:
             look = await self._observe(run, body, old, me, others, workers, now)
+        if not self._acting():  # the lead ran out while the database answered
+            return
         new = status.compute(old, look.seen, meta.get("generation"), now)
         self._metrics.status_changed(old, new)
         if look.seen.database_error is not None:
