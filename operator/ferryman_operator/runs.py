@@ -152,16 +152,7 @@ class Runs:
     async def _expire(
         self, body: Mapping[str, Any], new: Mapping[str, Any], now: datetime.datetime
     ) -> None:
-        finished = (
-            new.get("finishedAt")
-            if new.get("state") in ("Succeeded", "Failed", "Cancelled")
-            else None
-        )
-        ttl = (body.get("spec") or {}).get("ttlSecondsAfterFinished")
-        if finished is None or ttl is None:
-            return
-        at = datetime.datetime.fromisoformat(str(finished).replace("Z", "+00:00"))
-        left = lifecycle.ttl_left(int(ttl), at, now)
+        left = _ttl_left({**body, "status": new}, now)
         if left is not None and left <= 0:
             meta = body["metadata"]
             log.info(
@@ -170,6 +161,33 @@ class Runs:
                 meta["name"],
             )
             await self._kube.delete_run(meta["namespace"], meta["name"])
+
+    def forget(self, body: Mapping[str, Any]) -> None:
+        """Release what this process keeps of a run whose end its object shows (or that is
+        gone): the status it wrote last, and its lock unless a handler holds it."""
+        key = candidate(body).key
+        self._written.pop(key, None)
+        lock = self._locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._locks[key]
+
+    async def expire_when_due(self, body: Mapping[str, Any], stopped: Any) -> None:
+        """Wait until the finished run's ttlSecondsAfterFinished passed, then delete it (an API
+        error is tried again after a few seconds); return at once without a TTL, or when
+        ``stopped`` (a kopf DaemonStopped) is set."""
+        while not stopped:
+            left = _ttl_left(body, _utcnow())
+            if left is None:
+                return
+            if left > 0:
+                await stopped.wait(left)
+                continue
+            try:
+                await self._expire(body, dict(body.get("status") or {}), now=_utcnow())
+                return
+            except Exception as exc:  # the API away, or not leading: the next try decides
+                log.warning("run %s: cannot delete it after its TTL: %s", candidate(body).key, exc)
+                await stopped.wait(5.0)
 
     async def cancel(self, body: Mapping[str, Any]) -> bool:
         """Cancel the run being deleted (if it is live); raises DatabaseUnavailable (kopf retries,
@@ -184,12 +202,32 @@ class Runs:
             contract.forget(conn, key)  # a new MigrationRun of this name is a new run
             return cancelled
 
-        self._written.pop(key, None)
+        self.forget(body)
         cancelled = await self._db.run(stop)
         if cancelled:
             log.info("run %s: cancelled because its MigrationRun was deleted", key)
             events.post(body, [Event("Normal", "Cancelled", DELETED)])
         return cancelled
+
+
+def _ttl_left(body: Mapping[str, Any], now: datetime.datetime) -> float | None:
+    """Seconds until the finished run ``body`` (its status says so) is to be deleted; None:
+    not finished, or no TTL."""
+    status_now = body.get("status") or {}
+    finished = (
+        status_now.get("finishedAt")
+        if status_now.get("state") in ("Succeeded", "Failed", "Cancelled")
+        else None
+    )
+    ttl = (body.get("spec") or {}).get("ttlSecondsAfterFinished")
+    if finished is None or ttl is None:
+        return None
+    at = datetime.datetime.fromisoformat(str(finished).replace("Z", "+00:00"))
+    return lifecycle.ttl_left(int(ttl), at, now)
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _look(
