@@ -214,3 +214,12 @@ def exits(ctx: JobContext) -> None:
 def exits_always(ctx: JobContext) -> None:
     """As ``exits``, with attempts enough to keep its lane thread failing for a test's length."""
     exits.func(ctx)
+
+
+@job("test.touch", queue="default", pass_context=True)
+def touch(ctx: JobContext) -> None:
+    """A plain job (at least once): records each run's start, committed, and returns; its
+    success is written by the next claim."""
+    ctx.conn.execute(
+        "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
+    )
