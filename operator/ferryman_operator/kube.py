@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client, config
@@ -15,19 +16,39 @@ from kubernetes import client, config
 from ferryman_operator import crd
 
 
-def api_client() -> Any:
+class NotLeading(Exception):
+    """A write was asked of a process that does not hold the Lease (any longer)."""
+
+
+class _TimedApiClient(client.ApiClient):  # type: ignore[misc]
+    """An ApiClient whose every request has a timeout (the client's default is none: a request
+    to a server that went silent waits forever)."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__()
+        self.timeout = timeout
+
+    def call_api(self, *args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+        timeout = self.timeout if _request_timeout is None else _request_timeout
+        return super().call_api(*args, _request_timeout=timeout, **kwargs)
+
+
+def api_client(timeout: float) -> Any:
+    """A client for the cluster, every request of it limited to ``timeout`` seconds."""
     try:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
-    return client.ApiClient()
+    return _TimedApiClient(timeout)
 
 
 class Kube:
-    """The few API calls the operator makes itself."""
+    """The few API calls the operator makes itself. Its writes happen only while ``acting``
+    says so (the Lease is held and fresh): else they raise NotLeading."""
 
-    def __init__(self, api: Any) -> None:
+    def __init__(self, api: Any, acting: Callable[[], bool] = lambda: True) -> None:
         self.api = api
+        self.acting = acting
         self.core = client.CoreV1Api(api)
         self.apps = client.AppsV1Api(api)
         self.custom = client.CustomObjectsApi(api)
@@ -52,13 +73,19 @@ class Kube:
             for d in found.items
         ]
 
+    def _leading(self, what: str) -> None:
+        if not self.acting():
+            raise NotLeading(f"not holding the Lease: {what} is left to the leader")
+
     async def patch_deployment(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self._leading(f"patching Deployment {namespace}/{name}")
         await asyncio.to_thread(self.apps.patch_namespaced_deployment, name, namespace, patch)
 
     async def post_event(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
         """A core Event on ``obj``, made here rather than through kopf (the pool-spec check runs
         outside kopf's handlers, where kopf's event queue is not available)."""
         meta = obj["metadata"]
+        self._leading(f"posting Event {reason}")
         now = datetime.datetime.now(datetime.UTC)
         event = client.CoreV1Event(
             metadata=client.V1ObjectMeta(
@@ -82,6 +109,7 @@ class Kube:
         await asyncio.to_thread(self.core.create_namespaced_event, meta["namespace"], event)
 
     async def delete_run(self, namespace: str, name: str) -> None:
+        self._leading(f"deleting MigrationRun {namespace}/{name}")
         try:
             await asyncio.to_thread(
                 self.custom.delete_namespaced_custom_object,

@@ -4,7 +4,9 @@ Standard leader election, as client-go does it: a candidate takes the Lease when
 holder, or when its record has not changed for ``lease_duration`` seconds as this process
 observed it (so clocks need not agree); the holder renews it every third of that. Writes carry
 the resourceVersion read, so two candidates cannot both win. A holder that cannot renew in time
-stops acting and stands by again, so two never act at once.
+stops acting and stands by again, so two never act at once: each renewal has a deadline (the end
+of the current lead, at most ``lease_duration`` minus the request timeout after the last
+successful renewal began), and every write is gated by ``Lease.holding``.
 """
 
 from __future__ import annotations
@@ -30,18 +32,41 @@ class Lease:
         self._identity = settings.identity
         self._duration = settings.lease_duration
         self._renew = settings.renew_interval
+        self._margin = settings.request_timeout
         self._seen: tuple[str | None, float] = (None, 0.0)
+        self._valid_until = 0.0  # monotonic: acting stops here unless renewed before
         self.lost = False
+
+    def holding(self) -> bool:
+        """Whether this process may act: it holds the Lease, renewed recently enough that no
+        standby can have taken it, nor can before a request sent now times out."""
+        return not self.lost and time.monotonic() < self._valid_until
 
     async def acquire(self) -> None:
         """Wait until this process holds the Lease."""
         waiting_logged = False
-        while not await self._try_safely():
+        while not await self._renewed(self._renew):
             if not waiting_logged:
                 log.info("waiting for Lease %s/%s", self._namespace, self._name)
                 waiting_logged = True
             await asyncio.sleep(self._renew)
         log.info("holding Lease %s/%s as %s", self._namespace, self._name, self._identity)
+
+    async def _renewed(self, deadline: float) -> bool:
+        """One try to take or renew the Lease within ``deadline`` seconds. On success the lead
+        lasts until ``lease_duration`` minus the request timeout after the try began: a standby
+        counts the duration from when it saw the write, which is later."""
+        started = time.monotonic()
+        try:
+            held = await asyncio.wait_for(self._try_safely(), timeout=max(deadline, 0.001))
+        except TimeoutError:
+            log.warning(
+                "renewing Lease %s/%s took longer than %.1fs", self._namespace, self._name, deadline
+            )
+            return False
+        if held:
+            self._valid_until = started + self._duration - self._margin
+        return held
 
     async def _try_safely(self) -> bool:
         """One try; an API error (the server away, or its authorizer still warming up after a
@@ -55,13 +80,14 @@ class Lease:
             return False
 
     async def keep(self, stop: asyncio.Event) -> None:
-        """Renew until stopped; set ``stop`` (and ``lost``) when renewal fails for too long."""
-        renewed = time.monotonic()
+        """Renew until stopped; set ``stop`` (and ``lost``) once the lead ran out unrenewed.
+        Each try may take only until the lead runs out, so a renewal that hangs on a silent
+        network cannot keep this process acting past it."""
         while not stop.is_set():
-            await asyncio.sleep(self._renew)
-            if await self._try_safely():
-                renewed = time.monotonic()
-            elif time.monotonic() - renewed > self._duration - self._renew:
+            await asyncio.sleep(min(self._renew, max(0.0, self._valid_until - time.monotonic())))
+            if await self._renewed(self._valid_until - time.monotonic()):
+                continue
+            if not self.holding():
                 log.error("lost Lease %s/%s: stopping", self._namespace, self._name)
                 self.lost = True
                 stop.set()

@@ -40,8 +40,9 @@ def run(settings: OperatorSettings) -> int:
 
 
 async def _main(settings: OperatorSettings, url: str) -> int:
-    kube = Kube(api_client())
+    kube = Kube(api_client(settings.request_timeout))
     lease = Lease(kube, settings)
+    kube.acting = lease.holding  # no write of ours once the lead ran out
     db = Database(url, settings.db_connections)
     seen = metrics.OperatorMetrics()
     workers = Workers(db, kube, settings.default_lane_width, seen)
@@ -74,7 +75,7 @@ async def _lead(
     lost (then the caller stands by for it again), False on a clean stop (SIGTERM)."""
     lease.lost = False
     stop = asyncio.Event()
-    registry = handlers.build(settings, Runs(db, kube, workers, seen), seen)
+    registry = handlers.build(settings, Runs(db, kube, workers, seen, lease.holding), seen)
     pool_namespace = settings.pool_namespace or settings.lease_namespace
     keeper = asyncio.create_task(lease.keep(stop))
     sizing = asyncio.create_task(workers.watch(pool_namespace, settings.pool_interval))
@@ -94,7 +95,8 @@ async def _lead(
     )
     try:
         await asyncio.wait({operator, keeper}, return_when=asyncio.FIRST_COMPLETED)
-        if lease.lost:  # kopf may wait on requests to an API server that is away: not for long
+        if lease.lost:  # the lead ran out: kopf stops now, not after its handlers' last writes
+            operator.cancel()
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(operator, timeout=STOP_TIMEOUT)
         else:

@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import datetime
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ferryman_operator.database import Database
@@ -52,10 +52,16 @@ def candidate(body: Mapping[str, Any]) -> Candidate:
 
 class Runs:
     def __init__(
-        self, db: Database, kube: Kube, workers: Workers, metrics: OperatorMetrics
+        self,
+        db: Database,
+        kube: Kube,
+        workers: Workers,
+        metrics: OperatorMetrics,
+        acting: Callable[[], bool] = lambda: True,
     ) -> None:
         self._db, self._kube, self._workers = db, kube, workers
         self._metrics = metrics
+        self._acting = acting  # the Lease is held: admit, write status and Events
         self._locks: dict[str, asyncio.Lock] = {}
         self._written: dict[str, dict[str, Any]] = {}
 
@@ -71,6 +77,9 @@ class Runs:
         me = candidate(body)
         lock = self._locks.setdefault(me.key, asyncio.Lock())
         async with lock:
+            if not self._acting():
+                log.debug("run %s: not holding the Lease: left to the leader", me.key)
+                return
             await self._sync(body, patch, me, list(others), handler)
 
     async def _sync(
@@ -102,6 +111,8 @@ class Runs:
             look = Look(Observation(workers, refused=Refusal("InvalidSpec", str(exc))))
         else:
             look = await self._observe(run, body, old, me, others, workers, now)
+        if not self._acting():  # the lead ran out while the database answered
+            return
         new = status.compute(old, look.seen, meta.get("generation"), now)
         self._metrics.status_changed(old, new)
         if look.seen.database_error is not None:
@@ -141,16 +152,7 @@ class Runs:
     async def _expire(
         self, body: Mapping[str, Any], new: Mapping[str, Any], now: datetime.datetime
     ) -> None:
-        finished = (
-            new.get("finishedAt")
-            if new.get("state") in ("Succeeded", "Failed", "Cancelled")
-            else None
-        )
-        ttl = (body.get("spec") or {}).get("ttlSecondsAfterFinished")
-        if finished is None or ttl is None:
-            return
-        at = datetime.datetime.fromisoformat(str(finished).replace("Z", "+00:00"))
-        left = lifecycle.ttl_left(int(ttl), at, now)
+        left = _ttl_left({**body, "status": new}, now)
         if left is not None and left <= 0:
             meta = body["metadata"]
             log.info(
@@ -159,6 +161,33 @@ class Runs:
                 meta["name"],
             )
             await self._kube.delete_run(meta["namespace"], meta["name"])
+
+    def forget(self, body: Mapping[str, Any]) -> None:
+        """Release what this process keeps of a run whose end its object shows (or that is
+        gone): the status it wrote last, and its lock unless a handler holds it."""
+        key = candidate(body).key
+        self._written.pop(key, None)
+        lock = self._locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._locks[key]
+
+    async def expire_when_due(self, body: Mapping[str, Any], stopped: Any) -> None:
+        """Wait until the finished run's ttlSecondsAfterFinished passed, then delete it (an API
+        error is tried again after a few seconds); return at once without a TTL, or when
+        ``stopped`` (a kopf DaemonStopped) is set."""
+        while not stopped:
+            left = _ttl_left(body, _utcnow())
+            if left is None:
+                return
+            if left > 0:
+                await stopped.wait(left)
+                continue
+            try:
+                await self._expire(body, dict(body.get("status") or {}), now=_utcnow())
+                return
+            except Exception as exc:  # the API away, or not leading: the next try decides
+                log.warning("run %s: cannot delete it after its TTL: %s", candidate(body).key, exc)
+                await stopped.wait(5.0)
 
     async def cancel(self, body: Mapping[str, Any]) -> bool:
         """Cancel the run being deleted (if it is live); raises DatabaseUnavailable (kopf retries,
@@ -173,12 +202,32 @@ class Runs:
             contract.forget(conn, key)  # a new MigrationRun of this name is a new run
             return cancelled
 
-        self._written.pop(key, None)
+        self.forget(body)
         cancelled = await self._db.run(stop)
         if cancelled:
             log.info("run %s: cancelled because its MigrationRun was deleted", key)
             events.post(body, [Event("Normal", "Cancelled", DELETED)])
         return cancelled
+
+
+def _ttl_left(body: Mapping[str, Any], now: datetime.datetime) -> float | None:
+    """Seconds until the finished run ``body`` (its status says so) is to be deleted; None:
+    not finished, or no TTL."""
+    status_now = body.get("status") or {}
+    finished = (
+        status_now.get("finishedAt")
+        if status_now.get("state") in ("Succeeded", "Failed", "Cancelled")
+        else None
+    )
+    ttl = (body.get("spec") or {}).get("ttlSecondsAfterFinished")
+    if finished is None or ttl is None:
+        return None
+    at = datetime.datetime.fromisoformat(str(finished).replace("Z", "+00:00"))
+    return lifecycle.ttl_left(int(ttl), at, now)
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _look(

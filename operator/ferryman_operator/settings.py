@@ -96,6 +96,13 @@ class OperatorSettings(BaseSettings):
         """Seconds between Lease renewals: a third of its duration."""
         return self.lease_duration / 3
 
+    @property
+    def request_timeout(self) -> float:
+        """Seconds any Kubernetes request of the operator may take: a third of the Lease's
+        duration, the margin between a leader's deadline to renew and the earliest moment a
+        standby may take the Lease (so no request of the old leader outlives its lead)."""
+        return self.lease_duration / 3
+
 
 def load(**overrides: object) -> OperatorSettings:
     """Settings from the environment and ``overrides`` (None = not given); SettingsError names

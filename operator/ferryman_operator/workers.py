@@ -9,7 +9,7 @@ import logging
 
 from ferryman_operator.database import Database
 from ferryman_operator.errors import DatabaseUnavailable, PoolSpecError
-from ferryman_operator.kube import Kube
+from ferryman_operator.kube import Kube, NotLeading
 from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.reconcile import pool
 from ferryman_operator.reconcile.conditions import Wanted
@@ -53,6 +53,8 @@ class Workers:
             except DatabaseUnavailable as exc:
                 self._metrics.reconcile_error("pool", exc)
                 log.warning("pool spec: cannot read the connection budget: %s", exc)
+            except NotLeading as exc:  # the lead ran out: this task is about to be cancelled
+                log.info("pool spec: %s", exc)
             except Exception as exc:  # an API error: logged, tried again next round
                 self._metrics.reconcile_error("pool", exc)
                 log.exception("pool spec: check failed; trying again in %.0f s", interval)

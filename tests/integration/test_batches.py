@@ -9,6 +9,7 @@ from workers import Subprocess, in_process, scalar, subprocesses, wait_for
 
 from ferryman_worker.db import connect
 from ferryman_worker.queue import admin, batch, enqueue, enqueue_many
+from ferryman_worker.queue.worker import Worker
 
 
 def _setup(db_url: str) -> None:
@@ -248,7 +249,7 @@ def test_pruning_removes_finished_batches_and_their_members_never_a_live_one(
     snapshot counts it); once the batch finished and the retention passed, the batch and its
     finished members go. A failed member stays for inspection."""
     _setup(db_url)
-    with in_process(db_url, lanes="default:3") as _, connect.connect(db_url) as conn:
+    with in_process(db_url, lanes="default:3") as worker, connect.connect(db_url) as conn:
         with batch(conn=conn, **_callbacks_for("pruned")) as b:  # type: ignore[arg-type]
             done = enqueue(tj.record, n=1, conn=conn)
             failed = enqueue(tj.fixable, conn=conn)
@@ -271,7 +272,7 @@ def test_pruning_removes_finished_batches_and_their_members_never_a_live_one(
         try:
             wait_for(lambda: len(_callbacks(db_url)) == 2, 10, "the batch to finish")
         except AssertionError as exc:  # seen once in CI, 1 in 60 runs under load
-            raise AssertionError(f"{exc}; {_state(conn, b.id)}") from None
+            raise AssertionError(f"{exc}; {_state(conn, b.id, worker)}") from None
         wait_for(
             lambda: (
                 scalar(db_url, "SELECT count(*) FROM ferryman_jobs WHERE status = 'ready'") == 0
@@ -289,15 +290,30 @@ def test_pruning_removes_finished_batches_and_their_members_never_a_live_one(
     assert left == [failed]
 
 
-def _state(conn: connect.Connection, batch_id: int) -> str:
-    """What a batch that did not finish looks like: its row, its jobs, the callbacks run."""
+def _state(conn: connect.Connection, batch_id: int, worker: Worker) -> str:
+    """What a batch that did not finish looks like: its row, its jobs, the callbacks run, the
+    advisory locks held and the backends the claims name, and the worker's lanes and threads."""
     batch_row = conn.execute("SELECT * FROM ferryman_batches WHERE id = %s", (batch_id,)).fetchall()
     jobs = conn.execute(
-        "SELECT id, name, status, claimed_by, claims, attempts, batch_id FROM ferryman_jobs"
-        " ORDER BY id"
+        "SELECT id, name, status, claimed_by, claims, attempts, batch_id, last_error"
+        " FROM ferryman_jobs ORDER BY id"
     ).fetchall()
     callbacks = conn.execute("SELECT kind, tag FROM test_callbacks").fetchall()
-    return f"batch {batch_row}; jobs {jobs}; callbacks {callbacks}"
+    locks = conn.execute(
+        "SELECT pid, classid, objid, granted FROM pg_locks WHERE locktype = 'advisory'"
+    ).fetchall()
+    backends = conn.execute(
+        "SELECT a.pid, a.state, a.wait_event, left(a.query, 80) AS query FROM pg_stat_activity a"
+        " WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()"
+    ).fetchall()
+    lanes = {
+        name: (lane.waiting, lane._credits, lane._draining) for name, lane in worker.lanes.items()
+    }
+    threads = [(t.name, t.is_alive()) for t in worker._lane_threads]
+    return (
+        f"batch {batch_row}; jobs {jobs}; callbacks {callbacks}; advisory locks {locks};"
+        f" backends {backends}; lanes (waiting, credits, draining) {lanes}; threads {threads}"
+    )
 
 
 def _runs(db_url: str, job_id: int) -> int:

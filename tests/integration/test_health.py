@@ -137,3 +137,19 @@ def test_a_taken_port_is_refused_with_the_setting_to_change(db_url: str) -> None
     assert result.returncode == 2, result.stderr
     assert "FERRYMAN_METRICS_PORT" in result.stderr and f"port {port}" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_readyz_names_a_lane_thread_that_keeps_failing(
+    worker: tuple[Subprocess, int], db_url: str
+) -> None:
+    """A job that raises SystemExit at every attempt keeps a lane thread failing: /readyz says
+    503 and names the thread and the error, and 200 again once the job is gone."""
+    _, port = worker
+    wait_for(lambda: status(port, "/readyz") == 200, 10, "/readyz 200")
+    with connect.connect(db_url) as conn:
+        exiting = enqueue(tj.exits_always, conn=conn)
+        wait_for(lambda: status(port, "/readyz") == 503, 10, "/readyz 503")
+        answer = get(port, "/readyz").text
+        assert "lane-default-" in answer and "SystemExit" in answer
+        conn.execute("UPDATE ferryman_jobs SET status = 'discarded' WHERE id = %s", (exiting,))
+        wait_for(lambda: status(port, "/readyz") == 200, 10, "/readyz 200 again")

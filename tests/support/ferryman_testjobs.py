@@ -196,3 +196,30 @@ def crash(ctx: JobContext) -> None:
 @job("test.noop", queue="default")
 def noop() -> None:
     """Nothing: measures the queue's own cost."""
+
+
+@job("test.exits", queue="default", max_attempts=3, pass_context=True)
+def exits(ctx: JobContext) -> None:
+    """Record the start (committed), then raise SystemExit, which is no ``Exception``: a job
+    that calls ``sys.exit()``."""
+    import sys
+
+    ctx.conn.execute(
+        "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
+    )
+    sys.exit(3)
+
+
+@job("test.exits_always", queue="default", max_attempts=1000, pass_context=True)
+def exits_always(ctx: JobContext) -> None:
+    """As ``exits``, with attempts enough to keep its lane thread failing for a test's length."""
+    exits.func(ctx)
+
+
+@job("test.touch", queue="default", pass_context=True)
+def touch(ctx: JobContext) -> None:
+    """A plain job (at least once): records each run's start, committed, and returns; its
+    success is written by the next claim."""
+    ctx.conn.execute(
+        "INSERT INTO test_started (job_id, pid) VALUES (%s, %s)", (ctx.job.id, os.getpid())
+    )

@@ -18,6 +18,6 @@ def build(
     settings: OperatorSettings, run_reconciler: Runs, metrics: OperatorMetrics
 ) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
-    startup.register(registry)
+    startup.register(registry, settings.request_timeout)
     runs.register(registry, settings, run_reconciler, metrics)
     return registry

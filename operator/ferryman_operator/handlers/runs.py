@@ -15,6 +15,7 @@ from ferryman_operator.runs import Runs, candidate
 from ferryman_operator.settings import OperatorSettings
 
 RESOURCE = (crd.GROUP, crd.VERSION, crd.PLURAL)
+FINISHED = ("Succeeded", "Failed", "Cancelled")
 BACKOFF = 5.0
 """Seconds before a handler that raised something unexpected runs again (kopf's default: 60)."""
 
@@ -56,12 +57,21 @@ def register(
         id="refresh",
         interval=settings.status_interval,
         backoff=BACKOFF,
+        when=live,
         registry=registry,
     )
     async def refresh(
         body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate], **_: Any
     ) -> None:
         await sync("refresh", body, patch, waiting)
+
+    @kopf.daemon(
+        *RESOURCE, id="finished", when=finished, cancellation_timeout=1.0, registry=registry
+    )
+    async def ended(body: kopf.Body, stopped: kopf.DaemonStopped, **_: Any) -> None:
+        """A finished run costs no timer: its memory goes, and it waits for its TTL, if any."""
+        runs.forget(body)
+        await runs.expire_when_due(body, stopped)
 
     @kopf.on.delete(*RESOURCE, id="deleted", backoff=BACKOFF, registry=registry)
     async def deleted(body: kopf.Body, **_: Any) -> None:
@@ -70,3 +80,12 @@ def register(
                 await runs.cancel(body)
         except DatabaseUnavailable as exc:
             raise kopf.TemporaryError(f"cannot cancel the run: {exc}", delay=5) from None
+
+
+def live(status: kopf.Status, **_: Any) -> bool:
+    """A run that is not finished (new, queued, running, suspended): refreshed every interval."""
+    return (status or {}).get("state") not in FINISHED
+
+
+def finished(status: kopf.Status, **_: Any) -> bool:
+    return not live(status)

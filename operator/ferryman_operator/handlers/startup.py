@@ -18,7 +18,10 @@ finalizer only then, and its default (60 s) kept a run whose refresh was in flig
 deleted (its own TTL deletion, or kubectl delete) for a minute."""
 
 
-def register(registry: kopf.OperatorRegistry) -> None:
+def register(registry: kopf.OperatorRegistry, request_timeout: float) -> None:
+    """``request_timeout``: seconds any of kopf's API requests may take (connecting too), so a
+    silent API server cannot hold a handler's write past the Lease."""
+
     @kopf.on.login(id="login", registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         """In-cluster service account, else KUBECONFIG: the same as the kubernetes client."""
@@ -39,3 +42,6 @@ def register(registry: kopf.OperatorRegistry) -> None:
         settings.scanning.disabled = True
         settings.watching.server_timeout = 300
         settings.networking.error_backoffs = [1, 2, 5, 10, 10]
+        settings.networking.request_timeout = request_timeout
+        settings.networking.connect_timeout = request_timeout
+        settings.watching.connect_timeout = request_timeout

@@ -44,6 +44,37 @@ class EmbeddedServer:
             timeout=60,
         )
 
+    def crash(self, how: str = "immediate") -> None:
+        """Crash the server and start it again (it recovers from its WAL); returns once it
+        accepts connections. ``immediate``: ``pg_ctl -m immediate``, no checkpoint, every
+        backend killed; ``sigkill``: SIGKILL the postmaster, its orphaned backends exit on
+        their own, then the server starts with the options it had (``pg_ctl restart`` reads
+        them from ``postmaster.opts``)."""
+        from pgserver._commands import pg_ctl
+
+        if how == "sigkill":
+            pid = self._live_pid()
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+                _wait_gone(pid, 30.0)
+        elif how != "immediate":
+            raise ValueError(f"crash how={how!r}: 'immediate' or 'sigkill'")
+        mode = ["-m", "immediate"] if how == "immediate" else []
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                pg_ctl(
+                    ["-w", "restart", *mode],
+                    pgdata=self.data_dir,
+                    user=self.handle.system_user,
+                    timeout=60,
+                )
+                return
+            except Exception:  # a backend of the killed postmaster still holds shared memory
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
     def stop(self) -> None:
         """Stop the server (fast shutdown), wait for it to exit, then let pgserver clean up.
 
@@ -101,11 +132,17 @@ def _signal_and_wait(pid: int, timeout: float = 120.0) -> None:
         os.kill(pid, signal.SIGINT)
     except ProcessLookupError:
         return
+    _wait_gone(pid, timeout)
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
+            return
+        if _zombie(pid):  # dead, its parent yet to reap it
             return
         time.sleep(0.05)
     warnings.warn(
@@ -114,3 +151,11 @@ def _signal_and_wait(pid: int, timeout: float = 120.0) -> None:
         RuntimeWarning,
         stacklevel=2,
     )
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]

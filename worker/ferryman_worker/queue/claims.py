@@ -91,9 +91,10 @@ def claim(
     batch = (
         previous.job.batch_id if previous and previous.left_batch and not previous.succeed else None
     )
-    later = None
     if check_batch is not None and batch not in (None, check_batch):
-        later = check_batch  # two batches to check: one in the claim, one after it
+        # two batches to check: one before the claim (so that its failure loses no claim),
+        # one in it
+        batches.try_finish(conn, check_batch)
     elif check_batch is not None:
         batch = check_batch
     params = {
@@ -105,8 +106,6 @@ def claim(
         "succeed": previous.job.id if previous and previous.succeed else None,
     }
     row = conn.execute(queries.get("claim"), params).fetchone()
-    if later is not None:
-        batches.try_finish(conn, later)
     return JobRecord.from_row(row) if row else None
 
 

@@ -139,13 +139,18 @@ class Lane:
                 return True
             return False
 
-    def found_nothing(self, seen: int) -> None:
+    def found_nothing(self, seen: int) -> bool:
         """A claim begun at generation ``seen`` found nothing: what was announced before it is
-        gone (taken by others). Announcements since are kept."""
+        gone (taken by others). True: the thread may sleep. False: jobs were announced while
+        the claim ran, so it claims again: its snapshot may predate them, and the threads that
+        spent their credits may have taken the jobs it could not lock (announced earlier), not
+        them. Sleeping then lost a job until the next poll."""
         with self._cond:
-            if self._generation == seen:
-                self._credits = 0
-                self._draining = False
+            if self._generation != seen:
+                return False
+            self._credits = 0
+            self._draining = False
+            return True
 
     def wait(self, timeout: float) -> None:
         """Sleep until there is something to look for, at most ``timeout`` seconds."""

@@ -84,6 +84,8 @@ class Worker:
         self._free_claims = threading.Event()  # a claim may have died: free dead claims soon
         self._freed_at = time.monotonic()
         self._lane_errors = 0
+        self._unchecked: set[int] = set()  # batches whose finish check failed: checked again
+        self._troubled: dict[str, str] = {}  # lane thread -> the unexpected error it recovers from
         self.worker_id: int | None = None
         self._beat_at = time.monotonic()  # the start counts as a beat: live while starting up
         self._lanes_started = False
@@ -194,6 +196,13 @@ class Worker:
             return False, "starting"
         if not self.notifier.listening.is_set():
             return False, "notifier not listening (reconnecting to the database)"
+        stopped = [thread.name for thread in self._lane_threads if not thread.is_alive()]
+        if stopped:
+            return False, f"lane threads not running: {', '.join(stopped)}"
+        troubled = dict(self._troubled)
+        if troubled:
+            why = "; ".join(f"{name}: {error}" for name, error in sorted(troubled.items()))
+            return False, f"lane threads failing (retrying): {why}"
         return True, f"lanes {self.settings.lanes} running"
 
     # -- threads ------------------------------------------------------------------------------
@@ -204,17 +213,28 @@ class Worker:
         group.append(thread)
 
     def _lane_loop(self, lane: Lane) -> None:
+        """Drain ``lane`` whenever it is woken, until the worker stops. Survives any exception
+        a job or the machinery raises: a database error is retried at once (the pool waits for
+        the database), anything else after a pause, while ``/readyz`` names the thread."""
         failing = False
+        name = threading.current_thread().name
         while not self.stopping.is_set():
             try:
                 self._drain(lane)
+                self._check_unchecked()
             except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
                 failing = self._lane_failed(lane, exc, failing)
                 self.stopping.wait(0.1)  # the pool's connection() waits for the database
                 continue
+            except BaseException as exc:  # a job's SystemExit too: the thread must go on
+                self._troubled[name] = f"{type(exc).__name__}: {exc}"[:200]
+                log.exception("lane %s: %s raised; the thread goes on", lane.name, name)
+                self.stopping.wait(1.0)
+                continue
             if failing:
                 failing = self._lane_recovered(lane)
-            lane.wait(self.settings.poll_interval)
+            self._troubled.pop(name, None)
+            lane.wait(self.settings.poll_interval if not self._unchecked else 0.1)
 
     def _lane_failed(self, lane: Lane, exc: Exception, failing: bool) -> bool:
         """Log a lane's first database error of an outage (the rest at DEBUG)."""
@@ -250,8 +270,9 @@ class Worker:
                     job = claims.claim(conn, lane.name, self.settings.claim_window, previous, check)
                     check, previous = claims.batch_to_check(previous, job), None
                     if job is None:
-                        lane.found_nothing(seen)
-                        break
+                        if lane.found_nothing(seen):
+                            break
+                        continue
                     running = job
                     previous = self._run_claimed(conn, job)
                     running = None
@@ -269,10 +290,11 @@ class Worker:
     ) -> None:
         """Before the connection goes back to the pool: release a finished job's claim, or give
         up the claim of a job that ended without an outcome (a database error)."""
+        if conn.broken:  # its backend is gone, or going
+            self._settle_failed(previous, check, "the connection is lost")
+            return
         try:
-            if conn.broken:
-                self._free_claims.set()  # its backend is gone, or going: free its claim soon
-            elif running is not None:
+            if running is not None:
                 claims.unclaim(conn, running)
                 if check is not None:
                     batches.try_finish(conn, check)
@@ -280,8 +302,44 @@ class Worker:
                 claims.release(conn, previous, check)
             elif check is not None:
                 batches.try_finish(conn, check)
-        except psycopg.Error:
-            self._free_claims.set()
+        except psycopg.Error as exc:
+            self._settle_failed(previous, check, type(exc).__name__)
+
+    def _settle_failed(self, previous: claims.Finished | None, check: int | None, why: str) -> None:
+        """A claim may have kept its mark and lost its lock (the pool's reset drops it): free it
+        soon. The batches whose last member's end this may have been are checked again."""
+        self._free_claims.set()
+        left = previous.job.batch_id if previous and previous.left_batch else None
+        unchecked = {batch for batch in (check, left) if batch is not None}
+        if not unchecked:
+            return
+        log.warning(
+            "batch %s: the finish check failed (%s); checking again",
+            ", ".join(map(str, sorted(unchecked))),
+            why,
+        )
+        with self._running_lock:
+            self._unchecked |= unchecked
+
+    def _check_unchecked(self) -> None:
+        """Check again the batches whose finish check failed; a failure keeps them for the
+        next turn (the lane loop comes back within 0.1 s while any is left)."""
+        with self._running_lock:
+            pending, self._unchecked = self._unchecked, set()
+        if not pending:
+            return
+        done = set(pending)
+        try:
+            with self.pool.connection() as conn:
+                for batch_id in sorted(pending):
+                    batches.try_finish(conn, batch_id)
+                    pending.discard(batch_id)
+        finally:
+            if pending:
+                with self._running_lock:
+                    self._unchecked |= pending
+            else:
+                log.info("batch %s: checked again", ", ".join(map(str, sorted(done))))
 
     def _run_claimed(self, conn: connect.Connection, job: claims.JobRecord) -> claims.Finished:
         with self._running_lock:

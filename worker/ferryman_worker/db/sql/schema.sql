@@ -239,10 +239,12 @@ BEGIN
 END
 $$;
 
--- Make dead claims claimable again: claimed rows whose claiming backend is gone (or is a newer
--- backend that reused its pid) and whose lock is free. A live claim's lock is held from before
--- its claimed_by commits until after its outcome commits, so the try-lock cannot take a live one.
--- Returns, per queue, how many it freed, and wakes that many of the queue's threads.
+-- Make dead claims claimable again: claimed rows whose lock is free, whoever's backend they
+-- name (gone, or alive but its lock lost: a statement after the claim failed and the pool's
+-- reset dropped the lock). A live claim's lock is held from before its claimed_by commits until
+-- after its outcome commits (or, in the same transaction, clears the mark or ends the job), so
+-- the try-lock cannot take a live one. Returns, per queue, how many it freed, and wakes that
+-- many of the queue's threads.
 CREATE FUNCTION ferryman_free_dead_claims() RETURNS TABLE (queue text, freed integer)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -252,8 +254,6 @@ BEGIN
     FOR cand IN
         SELECT j.id, j.queue FROM ferryman_jobs j
          WHERE j.status = 'ready' AND j.claimed_by IS NOT NULL
-           AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
-                            WHERE a.pid = j.claimed_by AND a.backend_start <= j.claimed_at)
     LOOP
         CONTINUE WHEN NOT pg_try_advisory_lock(cand.id);
         UPDATE ferryman_jobs j SET claimed_by = NULL, claimed_at = NULL
