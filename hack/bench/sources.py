@@ -104,11 +104,11 @@ def proc_cpu(pid: int, children: bool = False) -> float:
 
 
 def postmaster(db_url: str) -> int:
-    with connect.connect(db_url) as conn:
+    with connect.connect(db_url) as conn:  # the backend's parent, read while it lives
         row = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()
-    backend = int(row["pid"]) if row else 0
-    stat = pathlib.Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(stat[1])  # the backend's parent
+        backend = int(row["pid"]) if row else 0
+        stat = pathlib.Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(stat[1])
 
 
 def postgres_cpu(pid: int) -> float:

@@ -1,5 +1,17 @@
-"""The real source servers, as session fixtures (see tests/support/source_servers.py)."""
+"""The real source servers, as fixtures (see tests/support/source_servers.py)."""
 
-from source_servers import json_server, pocketbase, pocketbase_limited
+from source_servers import (
+    json_server,
+    pocketbase,
+    pocketbase_limited,
+    start_json_server,
+    start_pocketbase,
+)
 
-__all__ = ["json_server", "pocketbase", "pocketbase_limited"]
+__all__ = [
+    "json_server",
+    "pocketbase",
+    "pocketbase_limited",
+    "start_json_server",
+    "start_pocketbase",
+]

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
-from source_servers import ORGANIZATIONS, SEED, Running, crm
+from source_servers import ORGANIZATIONS, SEED, Running, StartServer, crm
 
 pytestmark = pytest.mark.slow
 NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
@@ -72,3 +72,15 @@ def test_nested_route_lists_a_parents_children(json_server: Running, dataset: cr
     expected = [expected_record(r) for r in dataset.records["deals"] if r.parent == 3]
     response = httpx.get(f"{json_server.url}/people/3/deals")
     assert response.json() == expected
+
+
+def test_a_tests_own_server_takes_writes_the_shared_one_never_sees(
+    json_server: Running, start_json_server: StartServer
+) -> None:
+    own = start_json_server(seed=SEED, organizations=40)
+    created = httpx.post(f"{own.url}/notes", json={"dealId": 1, "body": "added mid-walk"})
+    assert created.status_code == 201
+    counts = httpx.get(f"{own.url}/notes", params={"_page": 1, "_limit": 1}).headers
+    assert int(counts["X-Total-Count"]) == crm.generate(SEED, 40).counts()["notes"] + 1
+    shared = httpx.get(f"{json_server.url}/notes", params={"_page": 1, "_limit": 1}).headers
+    assert int(shared["X-Total-Count"]) == json_server.counts["notes"]

@@ -71,6 +71,7 @@ def up(args: argparse.Namespace) -> dict[str, object]:
         raise ValueError("--rate-limit: json-server has no rate limiter (PocketBase has)")
     else:
         running = jsonserver.start(where, args.seed, args.organizations)
+    process.release(running.pid)  # `down` stops it
     return running.describe()
 
 

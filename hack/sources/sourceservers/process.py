@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import os
@@ -122,6 +123,19 @@ def is_ours(pid: int, executable: str) -> bool:
     except OSError:
         return False
     return any(executable.encode() in part for part in cmdline)
+
+
+def release(pid: int) -> None:
+    """Let `pid` outlive this process (`up` from the command line): no longer stopped at exit."""
+    CHILDREN.pop(pid, None)
+
+
+@atexit.register
+def stop_children() -> None:
+    """Stop every server this process started and did not stop (a crashed test leaves none)."""
+    for pid, child in list(CHILDREN.items()):
+        command = child.args
+        stop(pid, str(command[0] if isinstance(command, list) else command))
 
 
 def stop(pid: int, executable: str, seconds: float = STOP_SECONDS) -> None:
