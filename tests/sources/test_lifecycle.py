@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -81,3 +82,19 @@ def test_json_server_db_is_written_from_the_seed(tmp_path: Path) -> None:
     expected = crm.generate(11, 12)
     assert {name: len(db[name]) for name in crm.COLLECTIONS} == expected.counts()
     assert db["people"][0] == jsonserver.record(expected.records["people"][0])
+
+
+def test_a_process_that_exits_without_stopping_its_server_takes_it_along(tmp_path: Path) -> None:
+    script = (
+        "import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
+        "from sourceservers import jsonserver;"
+        "running = jsonserver.start(Path(sys.argv[2]), 5, 30);"
+        "print(json.dumps(running.describe()))"
+    )
+    argv = [sys.executable, "-c", script, str(SERVE.parent), str(tmp_path / "state")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    described = json.loads(done.stdout)
+    assert not process.is_ours(described["pid"], described["executable"])
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(described["url"])
