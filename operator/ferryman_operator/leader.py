@@ -53,7 +53,7 @@ class Lease:
         log.info("holding Lease %s/%s as %s", self._namespace, self._name, self._identity)
 
     async def _renewed(self, deadline: float) -> bool:
-        """One try to take or renew the Lease within ``deadline`` seconds. On success the lead
+        """One try to take or renew the Lease within ``deadline`` seconds. On success the leadership
         lasts until ``lease_duration`` minus the request timeout after the try began: a standby
         counts the duration from when it saw the write, which is later."""
         started = time.monotonic()
@@ -80,8 +80,8 @@ class Lease:
             return False
 
     async def keep(self, stop: asyncio.Event) -> None:
-        """Renew until stopped; set ``stop`` (and ``lost``) once the lead ran out unrenewed.
-        Each try may take only until the lead runs out, so a renewal that hangs on a silent
+        """Renew until stopped; set ``stop`` (and ``lost``) once the leadership ran out unrenewed.
+        Each try may take only until the leadership runs out, so a renewal that hangs on a silent
         network cannot keep this process acting past it."""
         while not stop.is_set():
             await asyncio.sleep(min(self._renew, max(0.0, self._valid_until - time.monotonic())))

@@ -42,7 +42,7 @@ def run(settings: OperatorSettings) -> int:
 async def _main(settings: OperatorSettings, url: str) -> int:
     kube = Kube(api_client(settings.request_timeout))
     lease = Lease(kube, settings)
-    kube.acting = lease.holding  # no write of ours once the lead ran out
+    kube.acting = lease.holding  # no write of ours once the leadership ran out
     db = Database(url, settings.db_connections)
     seen = metrics.OperatorMetrics()
     workers = Workers(db, kube, settings.default_lane_width, seen)
@@ -95,7 +95,7 @@ async def _lead(
     )
     try:
         await asyncio.wait({operator, keeper}, return_when=asyncio.FIRST_COMPLETED)
-        if lease.lost:  # the lead ran out: kopf stops now, not after its handlers' last writes
+        if lease.lost:  # the leadership ran out: kopf stops now, not after its last writes
             operator.cancel()
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(operator, timeout=STOP_TIMEOUT)

@@ -111,7 +111,7 @@ class Runs:
             look = Look(Observation(workers, refused=Refusal("InvalidSpec", str(exc))))
         else:
             look = await self._observe(run, body, old, me, others, workers, now)
-        if not self._acting():  # the lead ran out while the database answered
+        if not self._acting():  # the leadership ran out while the database answered
             return
         new = status.compute(old, look.seen, meta.get("generation"), now)
         self._metrics.status_changed(old, new)

@@ -53,7 +53,7 @@ class Workers:
             except DatabaseUnavailable as exc:
                 self._metrics.reconcile_error("pool", exc)
                 log.warning("pool spec: cannot read the connection budget: %s", exc)
-            except NotLeading as exc:  # the lead ran out: this task is about to be cancelled
+            except NotLeading as exc:  # the leadership ran out: this task is about to be cancelled
                 log.info("pool spec: %s", exc)
             except Exception as exc:  # an API error: logged, tried again next round
                 self._metrics.reconcile_error("pool", exc)
