@@ -125,6 +125,7 @@ def test_a_restarted_server_is_stopped_even_when_a_killed_process_had_attached(
     restarted = live()
     assert restarted != first
     server.stop()
-    with pytest.raises(ProcessLookupError):
-        os.kill(restarted, 0)
+    if not embedded._zombie(restarted):  # exited; a zombie only waits for its parent's reap
+        with pytest.raises(ProcessLookupError):
+            os.kill(restarted, 0)
     assert not folder.exists()
