@@ -299,9 +299,12 @@ def test_a_run_deleted_while_its_refresh_waits_on_the_database_goes_once_it_answ
 ) -> None:
     """kopf lets an object go only when its timers have exited; the refresh in flight when the
     deletion is processed must not keep the object for kopf's default minute of polling."""
-    with DemoCRM.start(seed=9, organizations=100, people=0, deals=0) as crm:
-        start(world, crm, "held", workers=1, kinds=["organizations"])
-        world.wait_state("held", "Succeeded", timeout=60)
+    with DemoCRM.start(**SLOW) as crm:
+        start(world, crm, "held", **ORGS)
+        some_rows(world, "held")
+        set_suspend(world, "held", True)  # live (refreshed every interval), and it stays so
+        suspended = lambda: condition(world, "held", "Progressing").get("reason") == "Suspended"  # noqa: E731
+        eventually(suspended, 20, "Progressing=False/Suspended")
         with psycopg.connect(db_url) as conn:  # a transaction: the lock holds until rollback
             conn.execute("LOCK TABLE ferryman_runs IN ACCESS EXCLUSIVE MODE")
             eventually(lambda: blocked_lookups(db_url) == 1, 20, "the refresh to wait on the lock")
