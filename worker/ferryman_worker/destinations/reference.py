@@ -92,9 +92,10 @@ def with_reference(page: str) -> str:
 def write(root: pathlib.Path, check: bool = False) -> list[str]:
     """Write (or, with ``check``, compare) the generated files; returns the stale ones."""
     stale = []
+    page = root / "docs" / "mappings.md"
     for path, text in (
         (root / "docs" / "mapping.schema.json", schema_text()),
-        (root / "docs" / "mappings.md", with_reference((root / "docs" / "mappings.md").read_text())),
+        (page, with_reference(page.read_text())),
     ):
         if not path.exists() or path.read_text() != text:
             stale.append(str(path.relative_to(root)))
