@@ -18,7 +18,9 @@ Prints a table, then as its LAST line one JSON object with:
   ending ``_20ms``) at 20 ms: ferryman_rows_per_s, dlt_append_rows_per_s, dlt_merge_rows_per_s
   (medians), ratio_vs_dlt_append and ratio_vs_dlt_merge (medians of the ratios within each round),
   window_50_gain (windows of 50 over 25, within each round), ratio_vs_dlt_append_2_processes
-  (the same 4 lane threads as 2 worker processes x 2, over dlt appending), and load_avg_1min
+  (the same 4 lane threads as 2 worker processes x 2, over dlt appending),
+  generated_vs_handwritten_writers (the writer generated from the demo CRM's mapping over its
+  hand-written PL/pgSQL writer, rows/s within each round), and load_avg_1min
   (the machine's load: on a busy machine compare the ratios, not the rates).
 
     .venv/bin/python -P hack/bench/migrate.py [--quick] [--rounds N] [--cpus 0] [--processes 2]
@@ -95,14 +97,16 @@ def run_import(
     kinds: list[str],
     lanes: str = "migrations:4",
     processes: int = 0,
+    mapping: dict[str, Any] | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Run one migration to its end on the engine's workers (``workers``); returns timings per
-    kind. The run's time is the database's: from its admission to its last task's commit."""
+    kind. The run's time is the database's: from its admission to its last task's commit.
+    ``mapping``: the run's mapping document (None: the demo CRM's shipped mapping)."""
     os.environ[credential_env_var(SECRET["name"], SECRET["key"])] = API_KEY
     base = contract.engine_options(RunOptions(), max_in_flight=8)  # the defaults, lane of 4
     request = runs.RunRequest(
-        "bench/run", "bench", "democrm", crm_url, SECRET, kinds, {**base, **options}
+        "bench/run", "bench", "democrm", crm_url, SECRET, kinds, {**base, **options}, mapping
     )
     with workers(db_url, lanes, processes), connect.connect(db_url) as conn:
         runs.start(conn, runs.admit(conn, request))
@@ -264,9 +268,19 @@ def email_phase(dbs: databases.Scratchpad, threads: int, deals: int) -> float:
     return float(result["per_kind"]["messages"])
 
 
-PEERS = ("ferryman", "ferryman_w25", "ferryman_2p", "dlt_append", "dlt_merge")
+PEERS = (
+    "ferryman",
+    "ferryman_w25",
+    "ferryman_2p",
+    "ferryman_handwritten",
+    "dlt_append",
+    "dlt_merge",
+)
 """The loaders compared: ferryman (windows of 50, the default; and of 25, the default before
-it), dlt appending, dlt merging on ``id``."""
+it; and with the demo CRM's hand-written PL/pgSQL writer instead of the one generated from its
+mapping), dlt appending, dlt merging on ``id``."""
+HANDWRITTEN = {"provider": "democrm"}
+"""A mapping of no kind: the provider's own PL/pgSQL writers."""
 
 
 def peers(dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int) -> dict[str, Any]:
@@ -288,6 +302,9 @@ def peers(dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int) -
         mode: [f / d for f, d in zip(rates["ferryman"], rates[mode], strict=True)]
         for mode in ("dlt_append", "dlt_merge", "ferryman_w25")
     }
+    ratios["handwritten"] = [
+        f / h for f, h in zip(rates["ferryman"], rates["ferryman_handwritten"], strict=True)
+    ]
     ratios["two_processes"] = [
         f / d for f, d in zip(rates["ferryman_2p"], rates["dlt_append"], strict=True)
     ]
@@ -299,7 +316,10 @@ def _load(name: str, db_url: str, crm_url: str, count: int) -> tuple[int, float]
     if name.startswith("ferryman"):
         window: dict[str, Any] = {"window_size": 25} if name == "ferryman_w25" else {}
         processes = 2 if name == "ferryman_2p" else 1  # the same 4 lane threads, 2 x 2
-        result = run_import(db_url, crm_url, ["organizations"], processes=processes, **window)
+        mapping = HANDWRITTEN if name == "ferryman_handwritten" else None
+        result = run_import(
+            db_url, crm_url, ["organizations"], processes=processes, mapping=mapping, **window
+        )
         return result["rows"], result["seconds"]
     mode = name.removeprefix("dlt_")
     argv = [sys.executable, "-P", str(DLT_LOAD), crm_url, API_KEY, _dsn(db_url), str(count), mode]
@@ -427,6 +447,9 @@ def report(r: dict[str, Any]) -> None:
             f"ratio_vs_dlt_append_2_processes{suffix}": round(
                 statistics.median(ratios["two_processes"]), 3
             ),
+            f"generated_vs_handwritten_writers{suffix}": round(
+                statistics.median(ratios["handwritten"]), 3
+            ),
         }
     summary["load_avg_1min"] = round(max(before[0], after[0]), 2)
     print(json.dumps(summary))
@@ -455,6 +478,7 @@ def peer_rows(peer: dict[str, Any], latency: int) -> list[tuple[str, str]]:
         "ferryman": "  ferryman, 4 lane threads, windows of 50 (the default)",
         "ferryman_w25": "  ferryman, windows of 25",
         "ferryman_2p": "  ferryman, 2 worker processes x 2 lane threads, windows of 50",
+        "ferryman_handwritten": "  ferryman, the hand-written PL/pgSQL writer",
         "dlt_append": "  dlt, append",
         "dlt_merge": "  dlt, merge on id",
     }
@@ -465,6 +489,7 @@ def peer_rows(peer: dict[str, Any], latency: int) -> list[tuple[str, str]]:
         ("dlt_append", "ferryman / dlt_append"),
         ("dlt_merge", "ferryman / dlt_merge"),
         ("two_processes", "ferryman 2 x 2 / dlt_append"),
+        ("handwritten", "generated writer / hand-written writer"),
     ):
         each = " / ".join(f"{ratio:.2f}" for ratio in ratios[mode])
         rows.append((f"  {label}, per round", f"{statistics.median(ratios[mode]):.2f} ({each})"))
