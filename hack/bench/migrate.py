@@ -24,14 +24,15 @@ Prints a table, then as its LAST line one JSON object with:
   (the machine's load: on a busy machine compare the ratios, not the rates).
 
     .venv/bin/python -P hack/bench/migrate.py [--quick] [--rounds N] [--cpus 0] [--processes 2]
-        [--peers-only]
+        [--peers-only] [--writers-only]
 
 ``--cpus`` pins the benchmark, the demo API and the embedded PostgreSQL it starts to those CPUs
 (Linux), to compare the engine and the baseline on fewer cores. ``--processes`` runs the
 organization imports on that many ``ferryman worker`` processes sharing the 4 lane threads
 (their CPU counts as the worker's), instead of one worker in this process. ``--peers-only``
 runs only the comparison with dlt, where every load (ferryman's too) runs in a process of its
-own (``hack/bench/dlt_load.py`` for dlt).
+own (``hack/bench/dlt_load.py`` for dlt); ``--writers-only`` only its generated writer against
+the hand-written one.
 """
 
 from __future__ import annotations
@@ -288,16 +289,7 @@ def peers(dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int) -
     (``latency_ms`` per listing) into a fresh database of the same server, ``rounds`` times,
     the order rotating each round; each load in a process of its own, after a CHECKPOINT. Also
     the ratios of ferryman to each dlt mode within each round (a busy machine moves both)."""
-    rates: dict[str, list[float]] = {name: [] for name in PEERS}
-    with democrm(organizations=count, people=0, deals=0, latency_ms=latency_ms) as (url, _):
-        for round_ in range(rounds):
-            for name in PEERS[round_ % len(PEERS) :] + PEERS[: round_ % len(PEERS)]:
-                with dbs.fresh() as db:
-                    with connect.connect(db) as conn:
-                        conn.execute("CHECKPOINT")
-                    rows, seconds = _load(name, db, url, count)
-                assert rows == count, (name, rows)
-                rates[name].append(rows / seconds)
+    rates = loads(dbs, count, rounds, latency_ms, PEERS)
     ratios = {
         mode: [f / d for f, d in zip(rates["ferryman"], rates[mode], strict=True)]
         for mode in ("dlt_append", "dlt_merge", "ferryman_w25")
@@ -309,6 +301,38 @@ def peers(dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int) -
         f / d for f, d in zip(rates["ferryman_2p"], rates["dlt_append"], strict=True)
     ]
     return {"rates": rates, "ratios": ratios}
+
+
+def loads(
+    dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int, loaders: tuple[str, ...]
+) -> dict[str, list[float]]:
+    """Rows/s of each of ``loaders`` per round (see ``peers``)."""
+    rates: dict[str, list[float]] = {name: [] for name in loaders}
+    with democrm(organizations=count, people=0, deals=0, latency_ms=latency_ms) as (url, _):
+        for round_ in range(rounds):
+            turn = round_ % len(loaders)
+            for name in loaders[turn:] + loaders[:turn]:
+                with dbs.fresh() as db:
+                    with connect.connect(db) as conn:
+                        conn.execute("CHECKPOINT")
+                    rows, seconds = _load(name, db, url, count)
+                assert rows == count, (name, rows)
+                rates[name].append(rows / seconds)
+    return rates
+
+
+def writers_only(dbs: databases.Scratchpad, count: int, rounds: int) -> None:
+    """The generated writer against the hand-written one alone (no dlt needed): a line per
+    round, then the JSON line with ``generated_vs_handwritten_writers``."""
+    rates = loads(dbs, count, rounds, 0, ("ferryman", "ferryman_handwritten"))
+    ratios = [f / h for f, h in zip(rates["ferryman"], rates["ferryman_handwritten"], strict=True)]
+    for round_, ratio in enumerate(ratios):
+        generated, handwritten = rates["ferryman"][round_], rates["ferryman_handwritten"][round_]
+        print(
+            f"round {round_ + 1}: generated {generated:,.0f} rows/s, hand-written"
+            f" {handwritten:,.0f} rows/s, ratio {ratio:.3f}"
+        )
+    print(json.dumps({"generated_vs_handwritten_writers": round(statistics.median(ratios), 3)}))
 
 
 def _load(name: str, db_url: str, crm_url: str, count: int) -> tuple[int, float]:
@@ -368,6 +392,11 @@ def main() -> None:
         "(default 0: a worker in this process)",
     )
     parser.add_argument(
+        "--writers-only",
+        action="store_true",
+        help="only the generated writer against the hand-written one (no dlt needed)",
+    )
+    parser.add_argument(
         "--peers-only",
         action="store_true",
         help="only the comparison with dlt (and windows of 25), at 0 and 20 ms listing latency",
@@ -380,6 +409,9 @@ def main() -> None:
     load_before = os.getloadavg()
     with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
         dbs = databases.Scratchpad(admin_url, "ferryman_migbench")
+        if args.writers_only:
+            writers_only(dbs, 200_000 // scale, rounds)
+            return
         results = {} if args.peers_only else measure(dbs, scale, rounds, args.processes)
         results["peers"] = {
             latency: peers(dbs, 200_000 // scale, rounds, latency) for latency in (0, 20)
