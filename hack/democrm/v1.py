@@ -2,7 +2,8 @@
 
 A request is checked in this order, and the first failure answers it: route (404), method (405),
 bearer token (401), parameters and existence (400, 404), budget (429, nothing charged), then the
-injected stall and error (the call is already paid), then the latency sleep, then the data.
+injected stall and error (the call is already paid), then the latency sleep, then the data,
+with what is left of the key's budget in rate-limit headers.
 """
 
 import time
@@ -82,7 +83,8 @@ def perform(state: State, key: str, call: Call) -> Response:
     if wait is not None:
         seconds = budget.retry_after(wait)
         message = f"token budget spent for this API key; retry after {seconds} s"
-        raise ApiError(429, "rate_limited", message, (("Retry-After", str(seconds)),))
+        headers = (("Retry-After", str(seconds)), *budget.rate_headers(state.budgets, key))
+        raise ApiError(429, "rate_limited", message, headers)
     fault = state.faults.draw(runtime.error_rate, runtime.stall_rate)
     if fault.stall:
         time.sleep(runtime.stall_seconds)
@@ -91,7 +93,7 @@ def perform(state: State, key: str, call: Call) -> Response:
     delay_ms = runtime.latency_ms if call.listing else runtime.body_latency_ms
     if delay_ms > 0:
         time.sleep(delay_ms / 1000)
-    return json_response(call.produce())
+    return json_response(call.produce(), headers=budget.rate_headers(state.budgets, key))
 
 
 def prepare_listing(state: State, kind: str, query: str) -> Call:

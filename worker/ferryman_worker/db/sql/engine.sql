@@ -280,6 +280,20 @@ UPDATE ferryman_rate_budgets
        paused_until = greatest(paused_until, clock_timestamp() + make_interval(secs => %(seconds)s))
  WHERE credential = %(credential)s;
 
+-- name: reconcile_budget
+-- The source said what is left of the account's quota, whoever spent it: refill by the time
+-- elapsed, then hold no more than that; a %(pause)s > 0 pauses every worker until its reset.
+UPDATE ferryman_rate_budgets
+   SET tokens = least(capacity,
+                      tokens + refill_per_s * extract(epoch FROM clock_timestamp() - refilled_at),
+                      %(remaining)s),
+       refilled_at = clock_timestamp(),
+       paused_until = CASE WHEN %(pause)s > 0
+                           THEN greatest(paused_until,
+                                         clock_timestamp() + make_interval(secs => %(pause)s))
+                           ELSE paused_until END
+ WHERE credential = %(credential)s;
+
 -- name: fail_tasks_of_failed_jobs
 -- Running tasks whose job failed for good before the task could fail itself (the queue gave up
 -- on a job whose worker kept dying: ProcessDied): the task fails with its job's error, and its
