@@ -64,16 +64,20 @@ def resolve(path: str) -> tuple[str, Prepare, str] | None:
 
 
 def authenticate(state: State, authorization: str | None) -> str:
-    """The API key of a ``Bearer`` authorization header, or 401."""
+    """The budget key of a ``Bearer`` authorization header (the API key, or with OAuth the
+    client id of a live access token), or 401."""
     scheme, _, token = (authorization or "").partition(" ")
     token = token.strip()
-    if scheme.lower() == "bearer" and token and (not state.api_keys or token in state.api_keys):
-        return token
+    if scheme.lower() == "bearer" and token:
+        if token in state.api_keys or not (state.api_keys or state.oauth):
+            return token
+        if state.oauth and state.oauth.access(token):
+            return state.oauth.client.client_id
     raise ApiError(
         401,
         "unauthorized",
-        "send a valid API key as 'Authorization: Bearer <key>'",
-        (("WWW-Authenticate", 'Bearer realm="democrm"'),),
+        "send a valid API key or access token as 'Authorization: Bearer <key>'",
+        (("WWW-Authenticate", 'Bearer realm="democrm", error="invalid_token"'),),
     )
 
 
