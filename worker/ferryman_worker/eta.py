@@ -271,11 +271,12 @@ def costs_of(provider: Provider, kinds: list[str]) -> dict[str, Costs]:
         kind = provider.kinds[name]
         try:
             if kind.walk == "tree":
+                body = provider.body(name, {"id": "0"})
                 found[name] = Costs(
-                    provider.children(name, 0, 0, 1).cost, provider.body(name, {"id": 0}).cost
+                    provider.listing(name, {"id": "0"}).cost, body.cost if body else 0
                 )
             else:
-                found[name] = Costs(provider.listing(name, 0, 1).cost)
+                found[name] = Costs(provider.listing(name, None).cost)
         except (KeyError, TypeError, ValueError):
             continue
     return found

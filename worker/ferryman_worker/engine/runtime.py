@@ -11,6 +11,9 @@ import os
 import pathlib
 import re
 import threading
+from collections.abc import Callable
+
+import httpx
 
 from ferryman_worker.engine.ratelimit import Budget, Budgets, credential_key
 from ferryman_worker.engine.source import SourceClient
@@ -56,12 +59,16 @@ class EngineRuntime:
             f"set {variable} or mount the Secret at {path}"
         )
 
-    def client(self, base_url: str, token: str) -> SourceClient:
+    def client(
+        self, base_url: str, credential: str, auth: Callable[[], httpx.Auth]
+    ) -> SourceClient:
+        """The client for ``base_url`` and the credential named ``credential`` (a
+        ``credential_key``), built with ``auth()`` the first time."""
         with self._lock:
-            client = self._clients.get((base_url, token))
+            client = self._clients.get((base_url, credential))
             if client is None:
-                client = SourceClient(base_url, token, self.source_timeout)
-                self._clients[(base_url, token)] = client
+                client = SourceClient(base_url, auth(), self.source_timeout)
+                self._clients[(base_url, credential)] = client
             return client
 
     def budget(self, base_url: str, token: str, rate_limit: dict[str, float] | None) -> Budget:

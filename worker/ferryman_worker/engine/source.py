@@ -9,28 +9,30 @@ from __future__ import annotations
 import dataclasses
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pydantic_core
 
 from ferryman_worker.errors import FerrymanError
-from ferryman_worker.providers import Request
+from ferryman_worker.providers import Reply, Request, ResponsePolicy
+
+DEFAULT_POLICY = ResponsePolicy()
 
 
 class SourceError(FerrymanError):
     """The source failed the call; ``retryable`` says whether trying again may help, ``status``
-    is the HTTP status it answered with (None: no answer, or not one of its statuses)."""
+    is the HTTP status it answered with (None: no answer, or not one of its statuses), ``gone``
+    that it says the record does not exist (any more)."""
 
-    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, retryable: bool, status: int | None = None, gone: bool = False
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status = status
-
-    @property
-    def gone(self) -> bool:
-        """The source says the record does not exist (any more): HTTP 404 or 410."""
-        return self.status in (404, 410)
+        self.gone = gone
 
 
 class SourceTimeout(SourceError):
@@ -41,70 +43,96 @@ class SourceTimeout(SourceError):
 
 
 class RateLimited(SourceError):
-    """HTTP 429: wait ``retry_after`` seconds (the source said so)."""
+    """The source is rate-limiting us: wait ``retry_after`` seconds."""
 
-    def __init__(self, retry_after: float) -> None:
+    def __init__(self, retry_after: float, status: int = 429) -> None:
         super().__init__(
-            f"the source is rate-limiting us for {retry_after:.0f}s", retryable=True, status=429
+            f"the source is rate-limiting us for {retry_after:.0f}s", retryable=True, status=status
         )
         self.retry_after = retry_after
 
 
+Guard = Callable[[httpx.Request], None]
+"""Called with every request before it is sent; raises to refuse it."""
+
+
 @dataclasses.dataclass
 class SourceClient:
-    """A keep-alive HTTP client for one source and credential (thread-safe: httpx.Client)."""
+    """A keep-alive HTTP client for one source and credential (thread-safe: httpx.Client).
+
+    ``auth`` puts the credential on each request; ``guard`` (an httpx request hook) may refuse a
+    request by raising; redirects are never followed. ``secrets`` are redacted from every
+    message (the auth's own secrets are too)."""
 
     base_url: str
-    token: str
+    auth: httpx.Auth
     timeout: float = 10.0
+    guard: Guard | None = None
+    secrets: tuple[str, ...] = ()
     client: httpx.Client = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
+        self.secrets = (*self.secrets, *getattr(self.auth, "secrets", ()))
         self.client = httpx.Client(
             base_url=self.base_url,
-            headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"},
+            auth=self.auth,
+            headers={"Accept": "application/json"},
             timeout=httpx.Timeout(self.timeout, connect=5.0),
             limits=httpx.Limits(max_connections=32, max_keepalive_connections=32),
+            follow_redirects=False,
+            event_hooks={"request": [self.guard]} if self.guard else {},
         )
 
-    def get(self, request: Request) -> Any:
-        """One GET, decoded; SourceError (RateLimited for 429) on failure. No retry here."""
+    def call(self, request: Request, policy: ResponsePolicy = DEFAULT_POLICY) -> Reply:
+        """One call, its body decoded; SourceError (RateLimited) as ``policy`` says. No retry."""
+        what = f"{request.method} {self._redacted(request.path)}"
         try:
-            response = self.client.get(request.path, params=request.params)
+            response = self.client.request(
+                request.method,
+                request.path,
+                params=dict(request.params) or None,
+                headers=dict(request.headers) or None,
+                json=request.json,
+            )
         except httpx.TimeoutException:
-            raise SourceTimeout(f"GET {request.path} timed out after {self.timeout:g}s") from None
+            raise SourceTimeout(f"{what} timed out after {self.timeout:g}s") from None
         except httpx.ConnectError:
             raise SourceError(
-                f"GET {request.path}: cannot connect to {self.base_url} (check"
+                f"{what}: cannot connect to {self.base_url} (check"
                 " spec.source.baseURL, and that the source is up and reachable)",
                 retryable=True,
             ) from None
         except httpx.TransportError as exc:
-            raise SourceError(
-                f"GET {request.path} failed: {type(exc).__name__}", retryable=True
-            ) from None
-        if response.status_code == 429:
-            raise RateLimited(_retry_after(response))
+            raise SourceError(f"{what} failed: {type(exc).__name__}", retryable=True) from None
         status = response.status_code
-        if status >= 500:
-            raise SourceError(f"GET {request.path}: HTTP {status}", retryable=True, status=status)
-        if status >= 400:
+        action = policy.action(status)
+        if action == "rate_limited":
+            raise RateLimited(policy.wait(response.headers), status)
+        if action == "retry":
+            raise SourceError(f"{what}: HTTP {status}", retryable=True, status=status)
+        if action != "ok":
             raise SourceError(
-                f"GET {request.path}: HTTP {status} {self._redacted(response.text[:200])}"
-                + _hint(status),
+                f"{what}: HTTP {status} {self._redacted(response.text)}" + _hint(status),
                 retryable=False,
                 status=status,
+                gone=action == "gone",
             )
         try:
-            return pydantic_core.from_json(response.content)  # faster than json.loads
+            body = pydantic_core.from_json(response.content) if response.content else None
         except ValueError as exc:
-            raise SourceError(
-                f"GET {request.path}: the response is not JSON ({exc})", retryable=True
-            ) from None
+            raise SourceError(f"{what}: the response is not JSON ({exc})", retryable=True) from None
+        return Reply(status, response.headers, body)
 
-    def _redacted(self, text: str) -> str:
-        """The source's words, without the token should it echo it back."""
-        return text.replace(self.token, "***")
+    def get(self, request: Request) -> Any:
+        """One call's decoded body."""
+        return self.call(request).body
+
+    def _redacted(self, text: str, limit: int = 200) -> str:
+        """The source's words, without a secret should it echo one back; redacted, then cut."""
+        for secret in self.secrets:
+            if secret:
+                text = text.replace(secret, "***")
+        return text[:limit]
 
     def close(self) -> None:
         self.client.close()
@@ -117,13 +145,6 @@ def _hint(status: int) -> str:
             " spec.source.credentialsSecretRef names)"
         )
     return ""
-
-
-def _retry_after(response: httpx.Response) -> float:
-    try:
-        return max(1.0, float(response.headers.get("Retry-After", "1")))
-    except ValueError:
-        return 1.0
 
 
 @dataclasses.dataclass

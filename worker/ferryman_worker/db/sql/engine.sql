@@ -48,17 +48,20 @@ RETURNING id;
 
 -- name: seed_tree_tasks
 -- Discovery for a tree kind: every parent the run has seen, N per task: those written (the
--- ledger) and those malformed (the row errors), whose children are rows of their own.
+-- ledger) and those malformed (the row errors), whose children are rows of their own. Source ids
+-- are text (integers, strings, UUIDs); ordered by length, then text, integers come in numeric
+-- order.
 INSERT INTO ferryman_tasks (run_id, phase, kind, cursor_key, cursor)
-SELECT %(run_id)s, %(phase)s, %(kind)s, %(kind)s || ':' || min(sid),
-       jsonb_build_object('parents', jsonb_agg(sid ORDER BY sid))
-  FROM (SELECT sid, (row_number() OVER (ORDER BY sid) - 1) / %(per_task)s AS bucket
-          FROM (SELECT source_id::bigint AS sid FROM ferryman_ledger
+SELECT %(run_id)s, %(phase)s, %(kind)s,
+       %(kind)s || ':' || (array_agg(sid ORDER BY length(sid), sid))[1],
+       jsonb_build_object('parents', jsonb_agg(sid ORDER BY length(sid), sid))
+  FROM (SELECT sid, (row_number() OVER (ORDER BY length(sid), sid) - 1) / %(per_task)s AS bucket
+          FROM (SELECT source_id COLLATE "C" AS sid FROM ferryman_ledger
                  WHERE workspace = %(workspace)s AND kind = %(parent_kind)s
                 UNION
-                SELECT source_id::bigint FROM ferryman_row_errors
+                SELECT source_id COLLATE "C" FROM ferryman_row_errors
                  WHERE run_id = %(run_id)s AND kind = %(parent_kind)s
-                   AND source_id ~ '^[0-9]+$') seen) parents
+                   AND source_id <> '') seen) parents
  GROUP BY bucket
 ON CONFLICT (run_id, kind, cursor_key) DO NOTHING
 RETURNING id;
