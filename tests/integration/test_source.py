@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import http.server
 import json
 import socket
@@ -23,8 +24,11 @@ ANSWERS: dict[str, tuple[int, dict[str, str], bytes]] = {
     "/json": (200, {"Content-Type": "application/json"}, b'{"data": [1, 2], "more": false}'),
     "/html": (200, {"Content-Type": "text/html"}, b"<html>maintenance</html>"),
     "/limited": (429, {"Retry-After": "7"}, b"{}"),
+    "/limited-until": (429, {"Retry-After": "(an HTTP date 90 s from now)"}, b"{}"),
+    "/limited-silently": (429, {}, b"{}"),
     "/broken": (503, {}, b"{}"),
     "/missing": (404, {}, b'{"error": "no such thing"}'),
+    "/quota": (429, {"X-Quota-Reset": "12"}, b"{}"),
     "/echo": (401, {}, f'{{"error": "bad token {TOKEN}"}}'.encode()),
 }
 
@@ -44,6 +48,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         status, headers, body = ANSWERS.get(self.path.split("?")[0], ANSWERS["/json"])
+        if "Retry-After" in headers and headers["Retry-After"].startswith("("):
+            headers = {"Retry-After": email.utils.formatdate(time.time() + 90, usegmt=True)}
         self._answer(status, headers, body)
 
     def do_POST(self) -> None:
@@ -112,6 +118,20 @@ def test_a_429_says_how_long_to_wait(client: SourceClient) -> None:
     with pytest.raises(RateLimited) as caught:
         _get(client, "/limited")
     assert caught.value.retry_after == 7 and caught.value.retryable
+
+
+def test_a_429_may_say_until_when_as_an_http_date(client: SourceClient) -> None:
+    with pytest.raises(RateLimited) as caught:
+        _get(client, "/limited-until")
+    assert caught.value.retry_after is not None and 80 <= caught.value.retry_after <= 90
+    assert caught.value.pause(1) == caught.value.retry_after
+
+
+def test_a_429_that_says_nothing_backs_off_longer_each_time(client: SourceClient) -> None:
+    with pytest.raises(RateLimited) as caught:
+        _get(client, "/limited-silently")
+    assert caught.value.retry_after is None
+    assert [caught.value.pause(attempt) for attempt in (1, 2, 3)] == [1, 2, 4]
 
 
 @pytest.mark.parametrize(
@@ -236,7 +256,7 @@ def test_a_guard_refuses_a_request_before_it_is_sent(url: str) -> None:
     source = SourceClient(url, Bearer(TOKEN), guard=guard)
     try:
         assert source.get(Request("/request"))["method"] == "GET"
-        with pytest.raises(SourceError, match="example.com is not the source's host"):
+        with pytest.raises(SourceError, match=r"example\.com is not the source's host"):
             source.get(Request("http://example.com/request"))
     finally:
         source.close()
@@ -244,10 +264,19 @@ def test_a_guard_refuses_a_request_before_it_is_sent(url: str) -> None:
 
 
 def test_the_kind_s_policy_says_what_a_status_means(client: SourceClient) -> None:
-    policy = ResponsePolicy(gone=frozenset(), rate_limited=frozenset({429, 503}), backoff=4)
+    policy = ResponsePolicy(
+        gone=frozenset(), rate_limited=frozenset({429, 503}), reset="X-Quota-Reset", backoff=4
+    )
     with pytest.raises(RateLimited) as limited:
         client.call(Request("/broken"), policy)
-    assert limited.value.retry_after == 4 and limited.value.status == 503
+    assert limited.value.retry_after is None and limited.value.status == 503
+    assert [limited.value.pause(n) for n in (1, 2, 3)] == [4, 8, 16]  # says nothing: backoff
+    with pytest.raises(RateLimited) as own:
+        client.call(Request("/quota"), policy)
+    assert own.value.retry_after == 12  # the source's own reset header, as the policy names it
+    with pytest.raises(RateLimited) as unnamed:
+        client.call(Request("/quota"))
+    assert unnamed.value.retry_after is None
     with pytest.raises(SourceError) as missing:
         client.call(Request("/missing"), policy)
     assert not missing.value.gone and not missing.value.retryable

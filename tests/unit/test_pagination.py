@@ -205,15 +205,3 @@ def test_the_response_policy_says_what_a_status_means() -> None:
     ]  # fmt: skip
     strict = ResponsePolicy(gone=frozenset(), retry=frozenset({409}), fail=frozenset({503}))
     assert [strict.action(s) for s in (404, 409, 503, 502)] == ["fail", "retry", "fail", "retry"]
-
-
-def test_a_rate_limited_answer_says_when_to_come_back_in_seconds_a_date_or_a_reset() -> None:
-    now = 1_780_000_000.0
-    policy = ResponsePolicy(reset="X-RateLimit-Reset", backoff=5.0)
-    assert policy.wait(httpx.Headers({"Retry-After": "7"}), now) == 7
-    date = "Thu, 28 May 2026 20:27:10 GMT"  # 30 s after ``now``
-    assert policy.wait(httpx.Headers({"Retry-After": date}), now) == pytest.approx(30, abs=1)
-    assert policy.wait(httpx.Headers({"X-RateLimit-Reset": str(now + 12)}), now) == 12
-    assert policy.wait(httpx.Headers({"X-RateLimit-Reset": "9"}), now) == 9
-    assert policy.wait(httpx.Headers({}), now) == 5  # PocketBase says nothing: the backoff
-    assert policy.wait(httpx.Headers({"Retry-After": "soon"}), now) == 5

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pydantic_core
 
+from ferryman_worker.engine import ratelimit
 from ferryman_worker.errors import FerrymanError
 from ferryman_worker.providers import Reply, Request, ResponsePolicy
 
@@ -43,13 +44,20 @@ class SourceTimeout(SourceError):
 
 
 class RateLimited(SourceError):
-    """The source is rate-limiting us: wait ``retry_after`` seconds."""
+    """The source is rate-limiting us: wait ``retry_after`` seconds (the source said so), or
+    back off from ``backoff`` seconds, doubling (None: it did not say for how long)."""
 
-    def __init__(self, retry_after: float, status: int = 429) -> None:
-        super().__init__(
-            f"the source is rate-limiting us for {retry_after:.0f}s", retryable=True, status=status
-        )
+    def __init__(self, retry_after: float | None, status: int = 429, backoff: float = 1.0) -> None:
+        how_long = "" if retry_after is None else f" for {retry_after:.0f}s"
+        super().__init__(f"the source is rate-limiting us{how_long}", retryable=True, status=status)
+        self.backoff = backoff
         self.retry_after = retry_after
+
+    def pause(self, attempt: int) -> float:
+        """Seconds to pause the credential after the ``attempt``-th 429 of a call in a row."""
+        if self.retry_after is None:
+            return ratelimit.backoff(attempt, base=self.backoff)
+        return self.retry_after
 
 
 Guard = Callable[[httpx.Request], None]
@@ -107,7 +115,7 @@ class SourceClient:
         status = response.status_code
         action = policy.action(status)
         if action == "rate_limited":
-            raise RateLimited(policy.wait(response.headers), status)
+            raise RateLimited(_wait(policy, response.headers), status, policy.backoff)
         if action == "retry":
             raise SourceError(f"{what}: HTTP {status}", retryable=True, status=status)
         if action != "ok":
@@ -136,6 +144,16 @@ class SourceClient:
 
     def close(self) -> None:
         self.client.close()
+
+
+def _wait(policy: ResponsePolicy, headers: httpx.Headers) -> float | None:
+    """How long a rate-limited answer asks us to wait: the standard headers (``Retry-After``,
+    the IETF ``RateLimit`` fields, ``X-RateLimit-Reset``), else the policy's own reset header;
+    None: it does not say (the caller backs off)."""
+    wait = ratelimit.retry_after(headers)
+    if wait is None and policy.reset and headers.get(policy.reset):
+        wait = ratelimit.retry_after({"x-ratelimit-reset": headers[policy.reset]})
+    return wait
 
 
 def _hint(status: int) -> str:
