@@ -102,8 +102,11 @@ def run_key(run: MigrationRun) -> str:
     return f"{run.metadata.namespace}/{run.metadata.name}"
 
 
-def request_for(run: MigrationRun, lane_width: int) -> runs.RunRequest:
-    """The admission request for a MigrationRun; the lane width sets the default in-flight."""
+def request_for(
+    run: MigrationRun, lane_width: int, provider_definition: dict[str, Any] | None = None
+) -> runs.RunRequest:
+    """The admission request for a MigrationRun; the lane width sets the default in-flight;
+    ``provider_definition``: a declarative provider to snapshot into the run."""
     spec, source = run.spec, run.spec.source
     options = spec.options
     return runs.RunRequest(
@@ -119,6 +122,7 @@ def request_for(run: MigrationRun, lane_width: int) -> runs.RunRequest:
         options=engine_options(
             options, spec.effective_max_in_flight(lane_width), source.rate_limit
         ),
+        provider_definition=provider_definition,
     )
 
 
@@ -139,9 +143,15 @@ def engine_options(
     }
 
 
-def admit(conn: Connection, run: MigrationRun, lane_width: int) -> int:
+def admit(
+    conn: Connection,
+    run: MigrationRun,
+    lane_width: int,
+    provider_definition: dict[str, Any] | None = None,
+) -> int:
     """Admit and start the run (or find it, if it was admitted before, and start it if the
-    process that admitted it died before it was started); returns its id.
+    process that admitted it died before it was started); returns its id. A declarative
+    ``provider_definition`` is snapshotted into the run.
 
     AdmissionRefused when another run of the workspace is live: the database decides."""
     existing = runs.by_name(conn, run_key(run))
@@ -152,7 +162,7 @@ def admit(conn: Connection, run: MigrationRun, lane_width: int) -> int:
         ):
             runs.start(conn, existing)  # admitted, then the admitting process died: finish it
         return int(existing["id"])
-    row = runs.admit(conn, request_for(run, lane_width))
+    row = runs.admit(conn, request_for(run, lane_width, provider_definition))
     runs.start(conn, row)
     if run.spec.suspend:
         runs.suspend(conn, int(row["id"]))

@@ -285,7 +285,7 @@ def costs_of(provider: Provider, kinds: list[str]) -> dict[str, Costs]:
 def read(conn: Connection, run_id: int, progress: list[dict[str, Any]]) -> Estimate | None:
     """The ETA of run ``run_id`` while it runs (None: it does not); ``progress``: its
     ``runs.kind_progress`` rows (each kind's active seconds)."""
-    from ferryman_worker.providers import load
+    from ferryman_worker.providers import of_run
 
     run = conn.execute(queries.get("run_by_id", "engine.sql"), {"run_id": run_id}).fetchone()
     if run is None or run["state"] != "running" or run["suspended"]:
@@ -293,7 +293,7 @@ def read(conn: Connection, run_id: int, progress: list[dict[str, Any]]) -> Estim
     active = {str(p["kind"]): float(p["active_seconds"] or 0.0) for p in progress}
     rows = conn.execute(queries.get("open_work", "eta.sql"), {"run_id": run["id"]}).fetchall()
     seen = {str(r["kind"]): r for r in rows}
-    provider = load(run["provider"])
+    provider = of_run(run)
     work = [
         _work(name, number, seen.get(name, {}), active.get(name, 0.0), provider)
         for number, names in enumerate(run["phases"])

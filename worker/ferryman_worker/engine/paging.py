@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pydantic_core
@@ -82,7 +82,11 @@ class Position:
 
 
 def request(
-    provider: Provider, kind: Kind, at: Position, size: int, parent: dict[str, Any] | None = None
+    provider: Provider,
+    kind: Kind,
+    at: Position,
+    size: int,
+    parent: Mapping[str, Any] | None = None,
 ) -> Request:
     """The request for the page at ``at``."""
     base = provider.listing(kind.name, parent)

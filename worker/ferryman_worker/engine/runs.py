@@ -9,13 +9,13 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from ferryman_worker import destinations
+from ferryman_worker import destinations, providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import phases, schedule
 from ferryman_worker.errors import ConfigurationError, FerrymanError
 from ferryman_worker.providers import Provider, phases_for
-from ferryman_worker.providers import load as load_provider
+from ferryman_worker.providers import resolve as resolve_provider
 
 
 class AdmissionRefused(FerrymanError):
@@ -41,12 +41,15 @@ class RunRequest:
     credential: dict[str, str]
     kinds: list[str]
     options: dict[str, Any]
+    provider_definition: dict[str, Any] | None = None
+    """A declarative provider's definition, snapshotted into the run (None: an installed
+    provider, found by name)."""
 
 
 def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
     """Insert the run; AdmissionRefused if the workspace has a live run (even under a race),
     ConfigurationError if the provider or a writer of its kinds is missing."""
-    provider = load_provider(request.provider)
+    provider = resolve_provider(request.provider, request.provider_definition)
     run_phases = phases_for(provider, request.kinds)
     params: dict[str, Any] = {
         "name": request.name,
@@ -57,6 +60,9 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
         "kinds": [kind for phase in run_phases for kind in phase],
         "phases": Jsonb(run_phases),
         "options": Jsonb(request.options),
+        "provider_definition": None
+        if request.provider_definition is None
+        else Jsonb(request.provider_definition),
     }
     _check_writers(conn, params, provider, [kind for phase in run_phases for kind in phase])
     try:
@@ -95,7 +101,7 @@ def _check_writers(
 
 def start(conn: Connection, run: dict[str, Any]) -> list[int]:
     """Seed the first phase and queue up to the in-flight limit, in one transaction."""
-    provider = load_provider(run["provider"])
+    provider = providers.of_run(run)
     with conn.transaction():
         locked = lock(conn, run["id"])
         if phases.seed_phase(conn, locked, provider, int(locked["phase"])) == 0:

@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg.rows import tuple_row
 
-from ferryman_worker import destinations, metrics
+from ferryman_worker import destinations, metrics, providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import auth, paging, phases, schedule, windows
@@ -27,7 +27,6 @@ from ferryman_worker.engine.source import (
     SourceTimeout,
 )
 from ferryman_worker.providers import Kind, Provider, Reply, Request
-from ferryman_worker.providers import load as load_provider
 from ferryman_worker.queue import JobContext
 
 Mapper = Callable[[Callable[[Request], Any], Iterable[Request]], Iterator[Any]]
@@ -60,7 +59,7 @@ class Scope:
     def build(
         cls, ctx: JobContext, run: dict[str, Any], task: dict[str, Any], runtime: EngineRuntime
     ) -> Scope:
-        provider = load_provider(run["provider"])
+        provider = providers.of_run(run)
         values = auth.credential_values(provider.auth, run["credential"], runtime.token)
         secret = "\0".join(values[key] for key in sorted(values))
         return cls(

@@ -40,7 +40,9 @@ __all__ = [
     "Split",
     "dig",
     "load",
+    "of_run",
     "phases_for",
+    "resolve",
 ]
 
 ENTRY_POINTS = "ferryman.providers"
@@ -141,6 +143,21 @@ def load(name: str) -> Provider:
         )
     provider: Provider = found[name].load()
     return provider
+
+
+def resolve(name: str, definition: Mapping[str, Any] | None = None) -> Provider:
+    """The provider a run names: its declarative ``definition`` (a snapshot), else the one
+    installed as ``name``."""
+    if definition is None:
+        return load(name)
+    from ferryman_worker.providers import declarative  # it builds on this module
+
+    return declarative.from_definition(name, definition)
+
+
+def of_run(run: Mapping[str, Any]) -> Provider:
+    """The provider of a run row (or an admission request's fields)."""
+    return resolve(run["provider"], run.get("provider_definition"))
 
 
 def phases_for(provider: Provider, kinds: list[str]) -> list[list[str]]:

@@ -292,7 +292,8 @@ CREATE TABLE ferryman_runs (
     started_at     timestamptz NOT NULL DEFAULT now(),
     finished_at    timestamptz,
     heartbeat_at   timestamptz NOT NULL DEFAULT now(),
-    error          text
+    error          text,
+    provider_definition jsonb                       -- a declarative provider as admitted (0014)
 );
 CREATE UNIQUE INDEX ferryman_runs_one_live ON ferryman_runs (workspace) WHERE state = 'running';
 

@@ -1,12 +1,17 @@
 """The built-in provider for the demo CRM API (``hack/democrm``): organizations, people, deals,
-and the e-mail messages of each deal (a tree: listed per deal, bodies fetched one by one)."""
+and the e-mail messages of each deal (a tree: listed per deal, bodies fetched one by one).
+
+``provider`` (registered as ``democrm``) is declared in ``provider.yaml``; ``DemoCRM`` says the
+same in Python (registered as ``democrm_python``): the example of a provider in code, for what
+a YAML document cannot say."""
 
 from __future__ import annotations
 
+import pathlib
 from collections.abc import Mapping
 from typing import Any
 
-from ferryman_worker.providers import AuthStyle, Kind, Reply, Request
+from ferryman_worker.providers import AuthStyle, Kind, Reply, Request, declarative
 from ferryman_worker.providers.democrm import models
 from ferryman_worker.providers.pagination import Offset, Stops
 
@@ -58,4 +63,7 @@ class DemoCRM:
         return f"democrm_write_{kind}"  # sql/migrations/0005_democrm_writers.sql
 
 
-provider = DemoCRM()
+PROVIDER_FILE = pathlib.Path(__file__).with_name("provider.yaml")
+
+python_provider = DemoCRM()
+provider = declarative.load_file(PROVIDER_FILE)
