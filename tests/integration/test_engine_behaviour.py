@@ -363,7 +363,7 @@ def test_tree_parents_are_text_ids_integers_in_numeric_order(db_url: str) -> Non
     provider = load_provider("democrm")
     uuid = "0b7e5c1e-3f7a-4c8e-9a51-5f0c2d6e9b11"
     with connect.connect(db_url) as conn:
-        run = runs.admit(conn, request("http://127.0.0.1:1", deals_per_task=3))
+        run = runs.admit(conn, request("http://127.0.0.1:1", parents_per_task=3))
         ids = ["10", "9", "100", uuid, "org-7"]
         conn.execute(
             "INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)"

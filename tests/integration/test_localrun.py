@@ -92,11 +92,11 @@ def test_ctrl_c_suspends_and_the_same_command_resumes(tmp_path: pathlib.Path, db
 
 
 def test_bad_yaml_names_the_field(tmp_path: pathlib.Path, db_url: str) -> None:
-    bad = run_file(tmp_path, "http://127.0.0.1:1", page_size=1000, workspace="Acme")
+    bad = run_file(tmp_path, "http://127.0.0.1:1", page_size=10_001, workspace="Acme")
     proc = _ferryman("run", bad, env=_env(db_url, "k"))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
-    assert "spec.options.pageSize: must be at most 500" in err
+    assert "spec.options.pageSize: must be at most 10000" in err
     assert "spec.workspace:" in err
 
 

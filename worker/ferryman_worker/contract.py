@@ -136,7 +136,7 @@ def engine_options(
         "window_size": options.window_size,
         "max_in_flight": max_in_flight,
         "fetch_threads": options.fetch_threads,
-        "deals_per_task": options.deals_per_task,
+        "parents_per_task": options.parents_per_task,
         "rate_limit": None
         if rate is None
         else {"tokens_per_second": rate.tokens_per_second, "burst": rate.burst},

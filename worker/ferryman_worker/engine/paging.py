@@ -81,6 +81,11 @@ class Position:
         return f"{kind.name}:{self.page}"
 
 
+def page_size(options: Mapping[str, Any], kind: Kind) -> int:
+    """The run's page size for ``kind``: its ``page_size``, at most the kind's largest page."""
+    return min(int(options["page_size"]), kind.max_page_size)
+
+
 def request(
     provider: Provider,
     kind: Kind,

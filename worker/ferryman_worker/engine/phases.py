@@ -25,7 +25,8 @@ def seed_phase(conn: Connection, run: dict[str, Any], provider: Provider, phase:
     for name in run["phases"][phase]:
         kind = provider.kinds[name]
         if kind.walk == "pages":
-            _seed_pages(conn, run["id"], phase, kind, options["stripes"], options["page_size"])
+            size = paging.page_size(options, kind)
+            _seed_pages(conn, run["id"], phase, kind, options["stripes"], size)
         else:
             conn.execute(
                 queries.engine("seed_tree_tasks"),
@@ -35,7 +36,7 @@ def seed_phase(conn: Connection, run: dict[str, Any], provider: Provider, phase:
                     "kind": name,
                     "workspace": run["workspace"],
                     "parent_kind": kind.parent,
-                    "per_task": options["deals_per_task"],
+                    "per_task": options["parents_per_task"],
                 },
             )
     return open_tasks(conn, run["id"], phase)

@@ -176,8 +176,8 @@ def _children_to_fetch(
 
 def _list(scope: Scope, pool: Pool, parents: list[str]) -> list[list[dict[str, Any]]]:
     """Every child header of each parent: their listings side by side, page after page."""
-    size = int(scope.options["page_size"])
     kind = scope.kind
+    size = paging.page_size(scope.options, kind)
     children: dict[str, list[dict[str, Any]]] = {parent: [] for parent in parents}
     at = {parent: paging.Position.start(kind) for parent in parents}
     pending = list(parents)
