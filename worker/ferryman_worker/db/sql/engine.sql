@@ -3,9 +3,9 @@
 -- name: admit_run
 -- One live run per workspace: the partial unique index refuses a second, even under a race.
 INSERT INTO ferryman_runs (name, workspace, provider, base_url, credential, kinds, phases, options,
-                           provider_definition)
+                           provider_definition, mapping)
 VALUES (%(name)s, %(workspace)s, %(provider)s, %(base_url)s, %(credential)s, %(kinds)s,
-        %(phases)s, %(options)s, %(provider_definition)s)
+        %(phases)s, %(options)s, %(provider_definition)s, %(mapping)s)
 RETURNING *;
 
 -- name: missing_writers
