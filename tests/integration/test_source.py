@@ -202,6 +202,7 @@ def test_a_request_carries_its_method_query_json_body_and_headers(client: Source
             {"Authorization": "Token k3y"},
         ),
         (AuthStyle("query", "api_key"), {"token": "k3y"}, "/request?api_key=k3y", {}),
+        (AuthStyle("none"), {}, "/request", {}),
         (
             AuthStyle("basic"),
             {"username": "ann", "password": "pw"},

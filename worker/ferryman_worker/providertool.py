@@ -76,7 +76,7 @@ def cmd_schema(args: argparse.Namespace, settings: Any) -> int:
 
 def cmd_sample(args: argparse.Namespace, settings: Any) -> int:
     provider = declarative.load_file(args.file)
-    needed = auth.KEYS[provider.auth.style]
+    needed = auth.KEYS[provider.auth.style]  # none for an API without authentication
     values = {key: os.environ.get(CREDENTIAL_ENV[key], "") for key in needed}
     missing = [CREDENTIAL_ENV[key] for key in needed if not values[key]]
     if missing:

@@ -68,7 +68,15 @@ class Basic(SecretAuth):
         yield from self.basic.auth_flow(request)
 
 
+class NoAuth(SecretAuth):
+    """An API without authentication: requests go as they are."""
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        yield request
+
+
 KEYS: dict[str, tuple[str, ...]] = {
+    "none": (),
     "bearer": ("token",),
     "header": ("token",),
     "query": ("token",),
@@ -82,6 +90,8 @@ def credential_values(
 ) -> dict[str, str]:
     """The credential keys ``style`` needs, read (``read``: a Secret reference to its value)
     from the Secret ``ref`` names: the key ``ref`` names is the ``token``."""
+    if style.style == "none":
+        return {}
     if style.style == "basic":
         return {key: read({"name": ref["name"], "key": key}) for key in KEYS["basic"]}
     return {"token": read(dict(ref))}
@@ -96,6 +106,8 @@ def build(style: AuthStyle, values: Mapping[str, str]) -> SecretAuth:
             f"the provider's auth style {style.style!r} needs the credential keys {missing}: "
             "add them to the Secret that spec.source.credentialsSecretRef names"
         )
+    if style.style == "none":
+        return NoAuth()
     if style.style == "bearer":
         return Bearer(values["token"])
     if style.style == "header":

@@ -73,9 +73,10 @@ class Split:
 class AuthStyle:
     """How the credential goes on a request: ``bearer`` (``Authorization: Bearer``), ``header``
     (an API key in header ``name``), ``query`` (an API key in parameter ``name``), ``basic``
-    (HTTP basic from the credential's ``username`` and ``password`` keys)."""
+    (HTTP basic from the credential's ``username`` and ``password`` keys), ``none`` (an API
+    without authentication)."""
 
-    style: Literal["bearer", "header", "query", "basic"] = "bearer"
+    style: Literal["bearer", "header", "query", "basic", "none"] = "bearer"
     name: str = ""
     prefix: str = ""
 

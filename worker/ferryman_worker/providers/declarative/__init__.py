@@ -248,8 +248,11 @@ class DeclaredProvider:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def definition(self) -> dict[str, Any]:
-        """The document as JSON: what a run snapshots."""
-        return self.document.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        """The document as JSON: what a run snapshots. Its phases are written out: the order
+        of the kinds in the document would not survive jsonb, which orders an object's keys."""
+        found = self.document.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        found["spec"]["phases"] = self.document.spec.phase_order()
+        return found
 
     def listing(self, kind: str, parent: Mapping[str, Any] | None) -> Request:
         return _request(self.specs[kind].request, parent)
@@ -273,13 +276,9 @@ class DeclaredProvider:
         return {**record, declared.into: dig(body, declared.field)}
 
     def writer(self, kind: str) -> str:
-        declared = self.specs[kind].writer
-        if not declared:
-            raise ConfigurationError(
-                f"kinds.{kind}.writer: {self.name!r} names no writer for {kind!r}; name the SQL"
-                " function that writes a window of it"
-            )
-        return declared
+        """The SQL function the document names for ``kind``; "" when it names none (the run's
+        mapping or the landing table then takes the kind)."""
+        return self.specs[kind].writer
 
 
 def _keys(body: Any) -> str:

@@ -32,10 +32,10 @@ class _Spec(BaseModel):
 class AuthSpec(_Spec):
     """How the credential goes on each request."""
 
-    style: Literal["bearer", "header", "query", "basic"] = "bearer"
+    style: Literal["bearer", "header", "query", "basic", "none"] = "bearer"
     """bearer (Authorization: Bearer), header (an API key in header `name`), query (an API key
-    in query parameter `name`) or basic (HTTP basic from the Secret's username and password
-    keys)."""
+    in query parameter `name`), basic (HTTP basic from the Secret's username and password keys)
+    or none (an API without authentication)."""
 
     name: str = ""
     """The header or query parameter holding the key (header, query)."""
@@ -348,7 +348,9 @@ class KindSpec(_Spec):
     """The record's fields: what a well-formed record is."""
 
     writer: str = ""
-    """An SQL function writing a window of this kind (a provider shipping its own tables)."""
+    """An SQL function writing a window of this kind (a provider shipping its own tables);
+    without one, the run's mapping says where the kind goes, else its records land in the
+    landing table ferryman_landing as jsonb."""
 
     @model_validator(mode="after")
     def _consistent(self) -> KindSpec:
