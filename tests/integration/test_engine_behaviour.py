@@ -405,3 +405,15 @@ def test_tree_parents_are_text_ids_integers_in_numeric_order(db_url: str) -> Non
         ("messages:9", ["9", "10", "11"]),
         ("messages:100", ["100", "org-7", uuid]),
     ]
+
+
+def test_source_options_the_provider_lacks_are_refused_at_admission(db_url: str) -> None:
+    bad = dataclasses.replace(request("http://127.0.0.1:1"), source_options={"region": "eu"})
+    with connect.connect(db_url) as conn:
+        with pytest.raises(ConfigurationError) as caught:
+            runs.admit(conn, bad)
+        admitted = conn.execute("SELECT count(*) AS n FROM ferryman_runs").fetchone()
+    assert str(caught.value) == (
+        "spec.source.options.region: 'democrm' has no option 'region' (it has: none)"
+    )
+    assert admitted is not None and admitted["n"] == 0

@@ -142,7 +142,9 @@ def _provider_file(folder: pathlib.Path, name: str) -> str:
     """The demo CRM's declarative provider named ``name``, with its first two kinds only."""
     document = yaml.safe_load(PROVIDER_FILE.read_text())
     document["metadata"]["name"] = name
+    document["spec"]["options"] = {"people_path": {"default": "/v1/nobody"}}
     kinds = document["spec"]["kinds"]
+    kinds["people"]["request"]["path"] = "{options.people_path}"  # the run names the path
     document["spec"]["kinds"] = {kind: kinds[kind] for kind in ("organizations", "people")}
     path = folder / "crm.yaml"
     path.write_text(yaml.safe_dump(document))
@@ -157,7 +159,7 @@ def test_a_provider_file_is_snapshotted_into_the_run_it_runs(
     with DemoCRM.start(seed=5, organizations=300, people=200, deals=10) as crm:
         path.write_text(
             path.read_text()
-            .replace("provider: democrm", "provider: crm")
+            .replace("provider: democrm", "provider: crm\n    options: {people_path: /v1/people}")
             .replace("http://127.0.0.1:1", crm.url)
         )
         proc = _ferryman(
@@ -169,7 +171,7 @@ def test_a_provider_file_is_snapshotted_into_the_run_it_runs(
     assert "Succeeded" in out
     with connect.connect(db_url) as conn:
         run = conn.execute(
-            "SELECT kinds, provider, provider_definition FROM ferryman_runs"
+            "SELECT kinds, provider, provider_definition, options FROM ferryman_runs"
         ).fetchone()
         counts = conn.execute("SELECT kind, count(*) AS n FROM ferryman_ledger GROUP BY kind")
         written = {row["kind"]: row["n"] for row in counts}
@@ -177,6 +179,7 @@ def test_a_provider_file_is_snapshotted_into_the_run_it_runs(
         run is not None and run["provider"] == "crm" and run["kinds"] == ["organizations", "people"]
     )
     assert run["provider_definition"]["metadata"]["name"] == "crm"
+    assert run["options"]["source"] == {"people_path": "/v1/people"}
     assert written == {
         kind: truth[kind]["count"] - len(truth[kind]["malformed"])
         for kind in ("organizations", "people")

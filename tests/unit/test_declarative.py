@@ -12,7 +12,7 @@ import pytest
 
 from ferryman_worker import cli
 from ferryman_worker.errors import ConfigurationError
-from ferryman_worker.providers import declarative
+from ferryman_worker.providers import Request, declarative, options_for
 from ferryman_worker.providers.declarative import reference
 from ferryman_worker.providers.democrm import PROVIDER_FILE
 from ferryman_worker.providers.democrm import python_provider as python_democrm
@@ -203,3 +203,34 @@ def test_provider_check_and_schema_commands(
     assert cli.main(["provider", "schema"]) == 0
     published = json.loads(capsys.readouterr().out)
     assert published["title"] == "ProviderDocument" and "spec" in published["required"]
+
+
+def test_a_run_s_source_options_are_checked_typed_and_filled_into_requests() -> None:
+    provider = declarative.DeclaredProvider(
+        declarative.parse(
+            GOOD.replace(
+                "spec:\n",
+                "spec:\n  options:\n    version: {default: '2026-01'}\n"
+                "    region: {}\n    limit: {type: integer, default: '50'}\n",
+                1,
+            )
+        )
+    )
+    assert options_for(provider, {"region": "eu"}) == {
+        "limit": 50,
+        "region": "eu",
+        "version": "2026-01",
+    }
+    with pytest.raises(ConfigurationError) as caught:
+        options_for(provider, {"limit": "many", "colour": "red"})
+    assert str(caught.value).splitlines() == [
+        "spec.source.options.colour: 'crm' has no option 'colour' (it has: limit, region, version)",
+        "spec.source.options.limit: must be integer; got 'many'",
+        "spec.source.options.region: required by 'crm'; give it",
+    ]
+    request = Request(
+        "/{options.region}/items", {"v": "{options.version}", "n": 1}, headers={"X": "{options.x}"}
+    )
+    assert request.with_options({"region": "eu", "version": "7"}) == Request(
+        "/eu/items", {"v": "7", "n": 1}, headers={"X": "{options.x}"}
+    )

@@ -271,7 +271,7 @@ def test_each_rule_names_its_path_and_the_fix(changes: dict[str, Any], expected:
         (
             {"spec__source__baseUrl": "http://h"},
             "spec.source.baseUrl: unknown field (did you mean baseURL?); known fields here: "
-            "provider, baseURL, credentialsSecretRef, rateLimit",
+            "provider, baseURL, credentialsSecretRef, rateLimit, options",
         ),
         (
             {"spec__priority": 3},
@@ -659,6 +659,7 @@ def test_the_json_schema_speaks_camel_case_and_forbids_unknown_fields() -> None:
         "baseURL",
         "credentialsSecretRef",
         "rateLimit",
+        "options",
     ]
     assert defs["RunOptions"]["properties"]["pageSize"]["maximum"] == 10_000
     assert defs["MigrationRunSpec"]["properties"]["kinds"]["x-kubernetes-list-type"] == "set"

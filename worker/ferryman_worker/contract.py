@@ -123,6 +123,7 @@ def request_for(
             options, spec.effective_max_in_flight(lane_width), source.rate_limit
         ),
         provider_definition=provider_definition,
+        source_options=dict(source.options),
     )
 
 

@@ -92,9 +92,10 @@ def request(
     at: Position,
     size: int,
     parent: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> Request:
-    """The request for the page at ``at``."""
-    base = provider.listing(kind.name, parent)
+    """The request for the page at ``at`` (``options``: the run's ``spec.source.options``)."""
+    base = provider.listing(kind.name, parent).with_options(options or {})
     part = kind.split.parts[at.part] if at.part < len(kind.split.parts) else {}
     if part:
         base = base.with_params(**part)

@@ -41,6 +41,8 @@ class RunRequest:
     credential: dict[str, str]
     kinds: list[str]
     options: dict[str, Any]
+    source_options: dict[str, str] = dataclasses.field(default_factory=dict)
+    """``spec.source.options``: checked against the provider's options at admission."""
     provider_definition: dict[str, Any] | None = None
     """A declarative provider's definition, snapshotted into the run (None: an installed
     provider, found by name)."""
@@ -69,7 +71,9 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
         "credential": Jsonb(request.credential),
         "kinds": [kind for phase in run_phases for kind in phase],
         "phases": Jsonb(run_phases),
-        "options": Jsonb(request.options),
+        "options": Jsonb(
+            {**request.options, "source": providers.options_for(provider, request.source_options)}
+        ),
         "mapping": Jsonb(snapshot) if snapshot is not None else None,
         "provider_definition": None
         if request.provider_definition is None

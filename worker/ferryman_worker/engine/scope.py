@@ -85,6 +85,12 @@ class Scope:
         options: dict[str, Any] = self.run["options"]
         return options
 
+    @property
+    def source_options(self) -> dict[str, Any]:
+        """The run's ``spec.source.options``, typed and with the provider's defaults."""
+        found: dict[str, Any] = self.options.get("source") or {}
+        return found
+
     @functools.cached_property
     def cursor(self) -> windows.Cursor:
         """The task's window cursor, on the job's connection."""

@@ -182,7 +182,10 @@ def _list(scope: Scope, pool: Pool, parents: list[str]) -> list[list[dict[str, A
     at = {parent: paging.Position.start(kind) for parent in parents}
     pending = list(parents)
     while pending:
-        requests = [paging.request(scope.provider, kind, at[p], size, {"id": p}) for p in pending]
+        requests = [
+            paging.request(scope.provider, kind, at[p], size, {"id": p}, scope.source_options)
+            for p in pending
+        ]
         more = []
         answers = scope.call_all(requests, pool.map, gone_ok=True)
         for parent, reply in zip(pending, answers, strict=True):
@@ -213,6 +216,8 @@ def fetch_bodies(scope: Scope, pool: Pool, round_: list[_Body]) -> None:
     requests = []
     for item in round_:
         request = scope.provider.body(kind, item.header)
+        if request is not None:
+            request = request.with_options(scope.source_options)
         if request is None:
             item.parent.bodies[item.position] = item.header
         else:

@@ -33,6 +33,7 @@ __all__ = [
     "ENTRY_POINTS",
     "AuthStyle",
     "Kind",
+    "Option",
     "Provider",
     "Reply",
     "Request",
@@ -41,6 +42,7 @@ __all__ = [
     "dig",
     "load",
     "of_run",
+    "options_for",
     "phases_for",
     "resolve",
 ]
@@ -144,6 +146,51 @@ def load(name: str) -> Provider:
         )
     provider: Provider = found[name].load()
     return provider
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """An option a provider takes in ``spec.source.options`` (given as text)."""
+
+    type: Literal["string", "integer", "number", "boolean"] = "string"
+    default: str | None = None
+    """Its value when the run gives none; None: the run must give it."""
+
+
+def options_for(provider: Provider, given: Mapping[str, str]) -> dict[str, Any]:
+    """``spec.source.options`` checked against the options ``provider`` declares and typed, the
+    defaults filled in; ConfigurationError, one line per problem, naming each field."""
+    declared: Mapping[str, Option] = getattr(provider, "options", {})
+    problems = [
+        f"spec.source.options.{name}: {provider.name!r} has no option {name!r}"
+        f" (it has: {', '.join(sorted(declared)) or 'none'})"
+        for name in sorted(set(given) - set(declared))
+    ]
+    found: dict[str, Any] = {}
+    for name, option in sorted(declared.items()):
+        text = given.get(name, option.default)
+        if text is None:
+            problems.append(f"spec.source.options.{name}: required by {provider.name!r}; give it")
+            continue
+        try:
+            found[name] = _typed(option.type, text)
+        except ValueError:
+            problems.append(f"spec.source.options.{name}: must be {option.type}; got {text!r}")
+    if problems:
+        raise ConfigurationError("\n".join(problems))
+    return found
+
+
+def _typed(kind: str, text: str) -> Any:
+    if kind == "integer":
+        return int(text)
+    if kind == "number":
+        return float(text)
+    if kind == "boolean":
+        if text.lower() not in ("true", "false"):
+            raise ValueError(text)
+        return text.lower() == "true"
+    return text
 
 
 def resolve(name: str, definition: Mapping[str, Any] | None = None) -> Provider:

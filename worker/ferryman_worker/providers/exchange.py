@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
+
+OPTION = re.compile(r"\{options\.([a-z][a-z0-9_]*)\}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,6 +24,24 @@ class Request:
 
     def with_params(self, **params: Any) -> Request:
         return dataclasses.replace(self, params={**self.params, **params})
+
+    def with_options(self, options: Mapping[str, Any]) -> Request:
+        """The request with ``{options.NAME}`` in its path, query values and headers replaced
+        by the run's ``spec.source.options``."""
+        if not options:
+            return self
+
+        def filled(value: Any) -> Any:
+            if not isinstance(value, str) or "{options." not in value:
+                return value
+            return OPTION.sub(lambda m: str(options.get(m.group(1), m.group(0))), value)
+
+        return dataclasses.replace(
+            self,
+            path=filled(self.path),
+            params={key: filled(value) for key, value in self.params.items()},
+            headers={key: filled(value) for key, value in self.headers.items()},
+        )
 
 
 @dataclasses.dataclass(frozen=True)

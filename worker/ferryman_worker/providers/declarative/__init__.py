@@ -21,7 +21,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model
 
 from ferryman_worker.errors import ConfigurationError
-from ferryman_worker.providers import AuthStyle, Kind, Reply, Request, ResponsePolicy, Split, dig
+from ferryman_worker.providers import (
+    AuthStyle,
+    Kind,
+    Option,
+    Reply,
+    Request,
+    ResponsePolicy,
+    Split,
+    dig,
+)
 from ferryman_worker.providers import pagination as styles
 from ferryman_worker.providers.declarative import spec as s
 
@@ -226,6 +235,9 @@ class DeclaredProvider:
             tuple(phase) for phase in body.phase_order()
         )
         self.auth = AuthStyle(body.auth.style, body.auth.name, body.auth.prefix)
+        self.options = {
+            name: Option(option.type, option.default) for name, option in body.options.items()
+        }
         self.specs = body.kinds
         self.kinds = {name: self._kind(name, kind) for name, kind in body.kinds.items()}
 

@@ -18,6 +18,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("The document", s.ProviderDocument),
     ("spec", s.ProviderSpecBody),
     ("spec.auth", s.AuthSpec),
+    ("spec.options.NAME", s.OptionSpec),
     ("spec.responses, kinds.K.responses", s.ResponsesSpec),
     ("kinds.K", s.KindSpec),
     ("kinds.K.request, kinds.K.body.request", s.RequestSpec),

@@ -365,6 +365,18 @@ class KindSpec(_Spec):
         return self
 
 
+class OptionSpec(_Spec):
+    """An option a run gives in spec.source.options (as text); requests use it as
+    {options.NAME}."""
+
+    type: Literal["string", "integer", "number", "boolean"] = "string"
+    default: str | None = None
+    """Its value when the run gives none; absent: the run must give it."""
+
+    description: str = ""
+    """What it is, for the people writing runs."""
+
+
 class ProviderSpecBody(_Spec):
     """A provider: its kinds, in phase order, and how the source is spoken to."""
 
@@ -373,6 +385,9 @@ class ProviderSpecBody(_Spec):
 
     responses: ResponsesSpec = Field(default_factory=ResponsesSpec)
     """What the source's statuses mean (a kind may override it)."""
+
+    options: dict[Name, OptionSpec] = Field(default_factory=dict)
+    """The options a run may give in spec.source.options (e.g. an API version)."""
 
     phases: list[list[Name]] | None = None
     """Kinds in the order they are imported, those of a phase side by side; default: each kind
