@@ -103,12 +103,21 @@ def run_key(run: MigrationRun) -> str:
 
 
 def request_for(
-    run: MigrationRun, lane_width: int, provider_definition: dict[str, Any] | None = None
+    run: MigrationRun,
+    lane_width: int,
+    mapping: dict[str, Any] | None = None,
+    provider_definition: dict[str, Any] | None = None,
 ) -> runs.RunRequest:
     """The admission request for a MigrationRun; the lane width sets the default in-flight;
+    ``mapping`` is the document ``spec.mapping`` names (read by the caller);
     ``provider_definition``: a declarative provider to snapshot into the run."""
     spec, source = run.spec, run.spec.source
     options = spec.options
+    if spec.mapping is not None and mapping is None:
+        raise ConfigurationError(
+            f"spec.mapping.file: {spec.mapping.file!r} is read by `ferryman run` only; here, "
+            "leave spec.mapping out (the provider's shipped mapping is used)"
+        )
     return runs.RunRequest(
         name=run_key(run),
         workspace=spec.workspace,
@@ -122,6 +131,7 @@ def request_for(
         options=engine_options(
             options, spec.effective_max_in_flight(lane_width), source.rate_limit
         ),
+        mapping=mapping,
         provider_definition=provider_definition,
         source_options=dict(source.options),
     )
@@ -148,6 +158,7 @@ def admit(
     conn: Connection,
     run: MigrationRun,
     lane_width: int,
+    mapping: dict[str, Any] | None = None,
     provider_definition: dict[str, Any] | None = None,
 ) -> int:
     """Admit and start the run (or find it, if it was admitted before, and start it if the
@@ -163,7 +174,7 @@ def admit(
         ):
             runs.start(conn, existing)  # admitted, then the admitting process died: finish it
         return int(existing["id"])
-    row = runs.admit(conn, request_for(run, lane_width, provider_definition))
+    row = runs.admit(conn, request_for(run, lane_width, mapping, provider_definition))
     runs.start(conn, row)
     if run.spec.suspend:
         runs.suspend(conn, int(row["id"]))

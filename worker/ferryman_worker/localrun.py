@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import pathlib
 import shlex
 import shutil
 import signal
@@ -58,14 +59,16 @@ def run_file(
     spec = contract.load_run_file(path)
     definition = _provider_definition(provider_file, spec)
     width = lane_width(settings)
+    mapping = mapping_file(path, spec)
     runtime = EngineRuntime(
         settings.credentials_dir, settings.source_timeout, settings.sync_windows
     )
-    runtime.token(contract.request_for(spec, width).credential)  # missing: say so, admit nothing
+    request = contract.request_for(spec, width, mapping)
+    runtime.token(request.credential)  # missing: say so, admit nothing
     url = database()
     with connect.connect(url) as conn:
         migrate.migrate(conn)
-        _admit_or_resume(conn, spec, width, settings, out, definition)
+        _admit_or_resume(conn, spec, width, mapping, settings, out, definition)
         worker = Worker(settings, url, resources={RESOURCE: runtime})
         interrupted = threading.Event()
         previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
@@ -92,10 +95,22 @@ def _provider_definition(
     return definition
 
 
+def mapping_file(path: str, spec: contract.MigrationRun) -> dict[str, Any] | None:
+    """The mapping ``spec.mapping.file`` names (relative to the run file), validated; None if
+    the spec names none."""
+    if spec.spec.mapping is None:
+        return None
+    from ferryman_worker.destinations import mapping
+
+    found = pathlib.Path(path).parent / spec.spec.mapping.file
+    return mapping.dump(mapping.load_file(found))
+
+
 def _admit_or_resume(
     conn: connect.Connection,
     spec: contract.MigrationRun,
     width: int,
+    mapping: dict[str, Any] | None,
     settings: Settings,
     out: TextIO,
     definition: dict[str, Any] | None = None,
@@ -103,7 +118,7 @@ def _admit_or_resume(
     name = contract.run_key(spec)
     existing = runs.by_name(conn, name)
     if existing is None:
-        run_id = contract.admit(conn, spec, width, definition)
+        run_id = contract.admit(conn, spec, width, mapping, definition)
         print(f"run {name} admitted (id {run_id})", file=out)
         return
     run_id = int(existing["id"])
