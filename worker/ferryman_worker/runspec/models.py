@@ -175,7 +175,7 @@ class SourceSpec(_Model):
     rate_limit: RateLimitSpec | None = None
     """Token budget of this credential; absent: the provider's default."""
 
-    options: dict[Identifier, str] = Field(default_factory=dict)
+    options: dict[str, Annotated[str, Field(max_length=1024)]] = Field(default_factory=dict)
     """The provider's own options (e.g. an API version, a region), as text; the provider says
     which it has, their types and defaults, and a run naming one it lacks is refused."""
 
