@@ -68,8 +68,18 @@ class EngineRuntime:
             client = self._clients.get((base_url, credential))
             if client is None:
                 client = SourceClient(base_url, auth(), self.source_timeout)
+                self._observe_quota(client, credential)
                 self._clients[(base_url, credential)] = client
             return client
+
+    def _observe_quota(self, client: SourceClient, credential: str) -> None:
+        """Every answer's rate-limit headers reach the credential's budget (ratelimit.quota)."""
+
+        def observe(response: httpx.Response) -> None:
+            self.budgets.observe(credential, response.headers)
+
+        hooks = client.client.event_hooks
+        client.client.event_hooks = {**hooks, "response": [*hooks["response"], observe]}
 
     def budget(self, base_url: str, token: str, rate_limit: dict[str, float] | None) -> Budget:
         limit = rate_limit or {}
