@@ -54,7 +54,10 @@ def run_file(
     runtime = EngineRuntime(
         settings.credentials_dir, settings.source_timeout, settings.sync_windows
     )
-    runtime.token(contract.request_for(spec, width).credential)  # missing: say so, admit nothing
+    request = contract.request_for(spec, width)
+    runtime.credential(  # missing: say so, admit nothing
+        {"credential": request.credential, "base_url": request.base_url}
+    )
     url = database()
     with connect.connect(url) as conn:
         migrate.migrate(conn)

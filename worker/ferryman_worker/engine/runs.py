@@ -30,9 +30,32 @@ class AdmissionRefused(FerrymanError):
         self.live_run = live_run
 
 
+class WorkspaceOwned(FerrymanError):
+    """The workspace belongs to another namespace; ``owner`` names it."""
+
+    def __init__(self, workspace: str, owner: str, namespace: str) -> None:
+        super().__init__(
+            f"spec.workspace: workspace {workspace!r} belongs to namespace {owner!r}; a run in "
+            f"namespace {namespace!r} cannot import into it: choose a workspace of your own"
+        )
+        self.workspace = workspace
+        self.owner = owner
+
+
+@dataclasses.dataclass(frozen=True)
+class Sealed:
+    """A run's credential as the operator sealed it at admission: the hosts it is bound to
+    (not secret) and the sealed blob (``credentials.Sealer``)."""
+
+    hosts: tuple[str, ...]
+    blob: bytes
+
+
 @dataclasses.dataclass(frozen=True)
 class RunRequest:
-    """What admission needs; built from a MigrationRun by the contract."""
+    """What admission needs; built from a MigrationRun by the contract. ``namespace`` is set
+    for a run of a namespace (the operator's): its workspace must be the namespace's own, and
+    its credential comes ``sealed``."""
 
     name: str
     workspace: str
@@ -41,10 +64,13 @@ class RunRequest:
     credential: dict[str, str]
     kinds: list[str]
     options: dict[str, Any]
+    namespace: str | None = None
+    sealed: Sealed | None = None
 
 
 def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
-    """Insert the run; AdmissionRefused if the workspace has a live run (even under a race),
+    """Insert the run (with its sealed credential); AdmissionRefused if the workspace has a
+    live run (even under a race), WorkspaceOwned if another namespace owns the workspace,
     ConfigurationError if the provider or a writer of its kinds is missing."""
     provider = load_provider(request.provider)
     run_phases = phases_for(provider, request.kinds)
@@ -61,13 +87,38 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
     _check_writers(conn, params, provider, [kind for phase in run_phases for kind in phase])
     try:
         with conn.transaction():
+            _claim_workspace(conn, request)
             row = conn.execute(queries.engine("admit_run"), params).fetchone()
+            assert row is not None
+            if request.sealed is not None:
+                conn.execute(
+                    queries.engine("store_credential"),
+                    {
+                        "run_id": row["id"],
+                        "hosts": list(request.sealed.hosts),
+                        "sealed": request.sealed.blob,
+                    },
+                )
     except psycopg.errors.UniqueViolation as exc:
         if exc.diag.constraint_name != "ferryman_runs_one_live":
             raise
         raise _refused(conn, request.workspace) from None
     assert row is not None
     return row
+
+
+def _claim_workspace(conn: Connection, request: RunRequest) -> None:
+    """The run's namespace owns its workspace (it claims it if no one has); WorkspaceOwned if
+    another namespace does. A run without a namespace (``ferryman run``) claims nothing."""
+    if request.namespace is None:
+        return
+    params = {"workspace": request.workspace, "namespace": request.namespace}
+    owner = conn.execute(queries.engine("claim_workspace"), params).fetchone()
+    if owner is None:  # lost a race to a claim its statement's snapshot did not see: look again
+        owner = conn.execute(queries.engine("claim_workspace"), params).fetchone()
+    assert owner is not None
+    if owner["namespace"] != request.namespace:
+        raise WorkspaceOwned(request.workspace, owner["namespace"], request.namespace)
 
 
 def _refused(conn: Connection, workspace: str) -> AdmissionRefused:
