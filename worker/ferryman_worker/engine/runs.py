@@ -90,21 +90,21 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
             _claim_workspace(conn, request)
             row = conn.execute(queries.engine("admit_run"), params).fetchone()
             assert row is not None
-            if request.sealed is not None:
-                conn.execute(
-                    queries.engine("store_credential"),
-                    {
-                        "run_id": row["id"],
-                        "hosts": list(request.sealed.hosts),
-                        "sealed": request.sealed.blob,
-                    },
-                )
+            _store(conn, row["id"], request.sealed)
     except psycopg.errors.UniqueViolation as exc:
         if exc.diag.constraint_name != "ferryman_runs_one_live":
             raise
         raise _refused(conn, request.workspace) from None
     assert row is not None
     return row
+
+
+def _store(conn: Connection, run_id: int, sealed: Sealed | None) -> None:
+    if sealed is not None:
+        conn.execute(
+            queries.engine("store_credential"),
+            {"run_id": run_id, "hosts": list(sealed.hosts), "sealed": sealed.blob},
+        )
 
 
 def _claim_workspace(conn: Connection, request: RunRequest) -> None:
@@ -209,11 +209,12 @@ def resume(conn: Connection, run_id: int) -> list[int]:
         return schedule.top_up(conn, lock(conn, run_id))
 
 
-def retry(conn: Connection, run_id: int) -> int:
+def retry(conn: Connection, run_id: int, sealed: Sealed | None = None) -> int:
     """Reopen a failed run from its checkpoints: every unfinished task goes back to pending and
-    is queued again; what the run wrote stays written (the ledger keeps each row once). Returns
-    how many tasks were reopened. AdmissionRefused if its workspace has another live run;
-    FerrymanError if the run did not fail."""
+    is queued again; what the run wrote stays written (the ledger keeps each row once); with
+    ``sealed``, its credential as the Secret is now. Returns how many tasks were reopened.
+    AdmissionRefused if its workspace has another live run; FerrymanError if the run did not
+    fail."""
     run = conn.execute(queries.engine("run_by_id"), {"run_id": run_id}).fetchone()
     if run is None:
         raise FerrymanError(f"run {run_id} does not exist")
@@ -224,6 +225,7 @@ def retry(conn: Connection, run_id: int) -> int:
                     f"run {run['name']!r} is {run['state']}, not failed: only a failed run can be"
                     " retried"
                 )
+            _store(conn, run_id, sealed)
             reopened = conn.execute(queries.engine("reopen_tasks"), {"run_id": run_id}).rowcount
             schedule.top_up(conn, lock(conn, run_id))
     except psycopg.errors.UniqueViolation as exc:

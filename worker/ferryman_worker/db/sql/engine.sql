@@ -20,9 +20,11 @@ SELECT namespace FROM ferryman_workspaces WHERE workspace = %(workspace)s
 LIMIT 1;
 
 -- name: store_credential
--- The run's credential, sealed by the operator at admission (same transaction as the run).
+-- The run's credential, sealed by the operator at admission (same transaction as the run), or
+-- sealed again when the run is retried.
 INSERT INTO ferryman_run_credentials (run_id, hosts, sealed)
-VALUES (%(run_id)s, %(hosts)s, %(sealed)s);
+VALUES (%(run_id)s, %(hosts)s, %(sealed)s)
+ON CONFLICT (run_id) DO UPDATE SET hosts = excluded.hosts, sealed = excluded.sealed, at = now();
 
 -- name: missing_writers
 -- Writer functions (the providers' (jsonb, text, text, bigint) signature) not in this database.
