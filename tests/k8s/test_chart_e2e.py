@@ -119,7 +119,6 @@ def local_values(node: Any, image: str) -> list[str]:
         "worker.preStopSleepSeconds": "1",
         "worker.terminationGracePeriodSeconds": "20",
         "worker.heartbeatInterval": "2",
-        "sourceCredentials.secrets": "{democrm-token}",
     }
     for index, (name, value) in enumerate(sorted(node.in_cluster_env.items())):
         settings[f"extraEnv[{index}].name"] = name
@@ -159,6 +158,9 @@ def release(node: Any) -> Iterator[Release]:
             f"--from-literal=token={crm.api_key}",
             "-n",
             namespace,
+        )
+        plane.kubectl(
+            "annotate", "secret", "democrm-token", "ferryman.dev/hosts=127.0.0.1", "-n", namespace
         )
         rel = Release(plane, namespace, kube_url, crm, local_values(node, image))
         try:
