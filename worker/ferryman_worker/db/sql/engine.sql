@@ -2,9 +2,10 @@
 
 -- name: admit_run
 -- One live run per workspace: the partial unique index refuses a second, even under a race.
-INSERT INTO ferryman_runs (name, workspace, provider, base_url, credential, kinds, phases, options)
+INSERT INTO ferryman_runs (name, workspace, provider, base_url, credential, kinds, phases, options,
+                           mapping)
 VALUES (%(name)s, %(workspace)s, %(provider)s, %(base_url)s, %(credential)s, %(kinds)s,
-        %(phases)s, %(options)s)
+        %(phases)s, %(options)s, %(mapping)s)
 RETURNING *;
 
 -- name: claim_workspace
