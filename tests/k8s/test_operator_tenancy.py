@@ -48,7 +48,8 @@ def test_an_intruder_gets_neither_a_tenants_token_nor_its_workspace(
     world: Bench, intruder: Bench, db_url: str
 ) -> None:
     with DemoCRM.start(**DATA) as crm, listening({"*": (200, {}, b"{}")}) as trap:
-        world.secret(crm.api_key)  # tenant A's, bound to the CRM's host
+        crm_host = crm.url.split("://", 1)[1].rstrip("/")
+        world.secret(crm.api_key, hosts=crm_host)  # tenant A's, bound to the CRM's host:port
         intruder.secret("intruders-own-key", name="own-token")
         world.operator()
         world.workers(2)
@@ -67,7 +68,7 @@ def test_an_intruder_gets_neither_a_tenants_token_nor_its_workspace(
         unbound = _refusal(world, "elsewhere")
         assert unbound["reason"] == "CredentialNotBound"
         assert f"127.0.0.1:{trap.port} is not a host" in unbound["message"]
-        assert "ferryman.dev/hosts: 127.0.0.1" in unbound["message"]
+        assert f"ferryman.dev/hosts: {crm_host}" in unbound["message"]
 
         # A's own run, then the intruder (with its own, valid Secret) naming A's workspace
         world.apply(run_manifest("mine", crm.url, kinds=KINDS))
