@@ -290,7 +290,7 @@ def _look(
             look.events.append(Event("Warning", "RetryRefused", sealed.message))
         else:
             try:
-                contract.retry(conn, key, sealed)
+                contract.retry(conn, key, sealed=sealed)
             except contract.AdmissionRefused as exc:
                 look.events.append(Event("Warning", "RetryRefused", str(exc)))
     elif retry:
@@ -335,7 +335,7 @@ def _admit(
             )
         return Observation(workers, waiting=admission.behind_message(workspace, ahead.key))
     try:
-        contract.admit(conn, run, width, sealed)
+        contract.admit(conn, run, width, sealed=sealed)
     except contract.WorkspaceOwned as exc:
         return Observation(workers, refused=Refusal("WorkspaceOwned", str(exc)))
     except contract.AdmissionRefused as exc:

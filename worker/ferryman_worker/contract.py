@@ -178,7 +178,7 @@ def admit(
         ):
             runs.start(conn, existing)  # admitted, then the admitting process died: finish it
         return int(existing["id"])
-    row = runs.admit(conn, request_for(run, lane_width, sealed))
+    row = runs.admit(conn, request_for(run, lane_width, sealed=sealed))
     runs.start(conn, row)
     if run.spec.suspend:
         runs.suspend(conn, int(row["id"]))
