@@ -117,13 +117,22 @@ def run_key(run: MigrationRun) -> str:
 
 
 def request_for(
-    run: MigrationRun, lane_width: int, sealed: Sealed | None = None
+    run: MigrationRun,
+    lane_width: int,
+    mapping: dict[str, Any] | None = None,
+    sealed: Sealed | None = None,
 ) -> runs.RunRequest:
-    """The admission request for a MigrationRun; the lane width sets the default in-flight.
-    With ``sealed`` (the operator's admission) the run belongs to its namespace: its workspace
-    must be the namespace's, and its workers use only that credential."""
+    """The admission request for a MigrationRun; the lane width sets the default in-flight;
+    ``mapping`` is the document ``spec.mapping`` names (read by the caller). With ``sealed``
+    (the operator's admission) the run belongs to its namespace: its workspace must be the
+    namespace's, and its workers use only that credential."""
     spec, source = run.spec, run.spec.source
     options = spec.options
+    if spec.mapping is not None and mapping is None:
+        raise ConfigurationError(
+            f"spec.mapping.file: {spec.mapping.file!r} is read by `ferryman run` only; here, "
+            "leave spec.mapping out (the provider's shipped mapping is used)"
+        )
     namespace = run.metadata.namespace if sealed is not None else None
     return runs.RunRequest(
         name=run_key(run),
@@ -139,6 +148,7 @@ def request_for(
         options=engine_options(
             options, spec.effective_max_in_flight(lane_width), source.rate_limit
         ),
+        mapping=mapping,
         namespace=namespace,
         sealed=sealed,
     )
@@ -162,7 +172,11 @@ def engine_options(
 
 
 def admit(
-    conn: Connection, run: MigrationRun, lane_width: int, sealed: Sealed | None = None
+    conn: Connection,
+    run: MigrationRun,
+    lane_width: int,
+    mapping: dict[str, Any] | None = None,
+    sealed: Sealed | None = None,
 ) -> int:
     """Admit and start the run (or find it, if it was admitted before, and start it if the
     process that admitted it died before it was started); returns its id. ``sealed``: the
@@ -178,7 +192,7 @@ def admit(
         ):
             runs.start(conn, existing)  # admitted, then the admitting process died: finish it
         return int(existing["id"])
-    row = runs.admit(conn, request_for(run, lane_width, sealed=sealed))
+    row = runs.admit(conn, request_for(run, lane_width, mapping, sealed))
     runs.start(conn, row)
     if run.spec.suspend:
         runs.suspend(conn, int(row["id"]))

@@ -34,3 +34,8 @@ SELECT source_id, record FROM ferryman_landing
  WHERE workspace = %(workspace)s AND kind = %(kind)s
  ORDER BY id
  LIMIT %(limit)s;
+
+-- name: set_aside_slots
+-- A sample's first step, inside the transaction it rolls back: the sampled kinds' slots of the
+-- workspace, so records already imported (or landed) are written again.
+DELETE FROM ferryman_ledger WHERE workspace = %(workspace)s AND kind = ANY(%(kinds)s);
