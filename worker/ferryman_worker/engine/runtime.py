@@ -17,6 +17,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import httpx
+
 from ferryman_worker.engine.credentials import Credential, Sealer, url_host
 from ferryman_worker.engine.ratelimit import Budget, Budgets, credential_key
 from ferryman_worker.engine.source import BearerAuth, SourceClient
@@ -107,8 +109,18 @@ class EngineRuntime:
                     guard=credential.guard,
                     secrets=credential.secrets,
                 )
+                self._observe_quota(client, credential_key(base_url, credential.id))
                 self._clients[(base_url, credential.id)] = client
             return client
+
+    def _observe_quota(self, client: SourceClient, credential: str) -> None:
+        """Every answer's rate-limit headers reach the credential's budget (ratelimit.quota)."""
+
+        def observe(response: httpx.Response) -> None:
+            self.budgets.observe(credential, response.headers)
+
+        hooks = client.client.event_hooks
+        client.client.event_hooks = {**hooks, "response": [*hooks["response"], observe]}
 
     def budget(
         self, base_url: str, credential: Credential, rate_limit: dict[str, float] | None
