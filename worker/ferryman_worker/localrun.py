@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from ferryman_worker import console, contract, eta, reaper, wording
+from ferryman_worker import console, contract, eta, providers, reaper, wording
 from ferryman_worker.db import connect, migrate
 from ferryman_worker.engine import runs
 from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
@@ -64,7 +64,10 @@ def run_file(
         settings.credentials_dir, settings.source_timeout, settings.sync_windows
     )
     request = contract.request_for(spec, width, mapping)
-    runtime.token(request.credential)  # missing: say so, admit nothing
+    style = providers.resolve(spec.spec.source.provider, definition).auth
+    runtime.credential(  # missing: say so, admit nothing
+        {"credential": request.credential, "base_url": request.base_url}, style
+    )
     url = database()
     with connect.connect(url) as conn:
         migrate.migrate(conn)
@@ -118,7 +121,7 @@ def _admit_or_resume(
     name = contract.run_key(spec)
     existing = runs.by_name(conn, name)
     if existing is None:
-        run_id = contract.admit(conn, spec, width, mapping, definition)
+        run_id = contract.admit(conn, spec, width, mapping, provider_definition=definition)
         print(f"run {name} admitted (id {run_id})", file=out)
         return
     run_id = int(existing["id"])

@@ -16,8 +16,8 @@ from psycopg.rows import tuple_row
 from ferryman_worker import destinations, metrics, providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.engine import auth, paging, phases, schedule, windows
-from ferryman_worker.engine.ratelimit import Budget, credential_key
+from ferryman_worker.engine import paging, phases, schedule, windows
+from ferryman_worker.engine.ratelimit import Budget
 from ferryman_worker.engine.runtime import EngineRuntime
 from ferryman_worker.engine.source import (
     RateLimited,
@@ -60,20 +60,15 @@ class Scope:
         cls, ctx: JobContext, run: dict[str, Any], task: dict[str, Any], runtime: EngineRuntime
     ) -> Scope:
         provider = providers.of_run(run)
-        values = auth.credential_values(provider.auth, run["credential"], runtime.token)
-        secret = "\0".join(values[key] for key in sorted(values))
+        credential = runtime.credential(run, provider.auth)
         return cls(
             ctx,
             run,
             task,
             provider,
             provider.kinds[task["kind"]],
-            runtime.client(
-                run["base_url"],
-                credential_key(run["base_url"], secret),
-                lambda: auth.build(provider.auth, values),
-            ),
-            runtime.budget(run["base_url"], secret, run["options"].get("rate_limit")),
+            runtime.client(run["base_url"], credential, provider.auth),
+            runtime.budget(run["base_url"], credential, run["options"].get("rate_limit")),
         )
 
     @property

@@ -1,12 +1,18 @@
 """HTTP calls to a source API: one boundary where httpx's errors become ours.
 
 Calls never hold a database connection or an open transaction; rate-limit tokens are reserved
-by the caller (on the job thread) before a call is made.
+by the caller (on the job thread) before a call is made. The client applies its credential
+through an ``httpx.Auth``; its guard (an httpx request hook) refuses a request to a host the
+credential is not bound to before it is sent, and no redirect is ever followed. An error's
+message says the status code and its standard reason phrase, never the source's own words:
+those go to the log only, redacted, then cut.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import http
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -16,10 +22,13 @@ import httpx
 import pydantic_core
 
 from ferryman_worker.engine import ratelimit
+from ferryman_worker.engine.credentials import HostNotBound, redact
 from ferryman_worker.errors import FerrymanError
 from ferryman_worker.providers import Reply, Request, ResponsePolicy
 
 DEFAULT_POLICY = ResponsePolicy()
+
+log = logging.getLogger("ferryman.engine.source")
 
 
 class SourceError(FerrymanError):
@@ -102,6 +111,8 @@ class SourceClient:
                 headers=dict(request.headers) or None,
                 json=request.json,
             )
+        except HostNotBound as exc:
+            raise SourceError(f"{what}: {exc}", retryable=False) from None
         except httpx.TimeoutException:
             raise SourceTimeout(f"{what} timed out after {self.timeout:g}s") from None
         except httpx.ConnectError:
@@ -114,13 +125,15 @@ class SourceClient:
             raise SourceError(f"{what} failed: {type(exc).__name__}", retryable=True) from None
         status = response.status_code
         action = policy.action(status)
+        if action != "ok":
+            self._log_answer(what, response)
         if action == "rate_limited":
             raise RateLimited(_wait(policy, response.headers), status, policy.backoff)
         if action == "retry":
-            raise SourceError(f"{what}: HTTP {status}", retryable=True, status=status)
+            raise SourceError(f"{what}: HTTP {_said(status)}", retryable=True, status=status)
         if action != "ok":
             raise SourceError(
-                f"{what}: HTTP {status} {self._redacted(response.text)}" + _hint(status),
+                f"{what}: HTTP {_said(status)}" + _hint(status),
                 retryable=False,
                 status=status,
                 gone=action == "gone",
@@ -135,12 +148,14 @@ class SourceClient:
         """One call's decoded body."""
         return self.call(request).body
 
-    def _redacted(self, text: str, limit: int = 200) -> str:
-        """The source's words, without a secret should it echo one back; redacted, then cut."""
-        for secret in self.secrets:
-            if secret:
-                text = text.replace(secret, "***")
-        return text[:limit]
+    def _redacted(self, text: str) -> str:
+        """``text`` without a secret should it hold one; redacted, then cut."""
+        return redact(text, self.secrets)
+
+    def _log_answer(self, what: str, response: httpx.Response) -> None:
+        """The source's words on a failed call, for whoever reads the worker's log: redacted,
+        then cut (they never reach a run's status)."""
+        log.info("%s: HTTP %s: %s", what, response.status_code, self._redacted(response.text))
 
     def close(self) -> None:
         self.client.close()
@@ -156,7 +171,20 @@ def _wait(policy: ResponsePolicy, headers: httpx.Headers) -> float | None:
     return wait
 
 
+def _said(status: int) -> str:
+    """``403 Forbidden``: the code and its standard phrase (not the one the source sent)."""
+    try:
+        return f"{status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return str(status)
+
+
 def _hint(status: int) -> str:
+    if 300 <= status < 400:
+        return (
+            " (a redirect: ferryman follows none, so a credential never travels to where it"
+            " points; set spec.source.baseURL to the source's own address)"
+        )
     if status in (401, 403):
         return (
             " (the source refused the credential: check the token that"
