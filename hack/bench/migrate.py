@@ -99,6 +99,7 @@ def run_import(
     lanes: str = "migrations:4",
     processes: int = 0,
     mapping: dict[str, Any] | None = None,
+    provider: str = "democrm",
     **options: Any,
 ) -> dict[str, Any]:
     """Run one migration to its end on the engine's workers (``workers``); returns timings per
@@ -107,7 +108,7 @@ def run_import(
     os.environ[credential_env_var(SECRET["name"], SECRET["key"])] = API_KEY
     base = contract.engine_options(RunOptions(), max_in_flight=8)  # the defaults, lane of 4
     request = runs.RunRequest(
-        "bench/run", "bench", "democrm", crm_url, SECRET, kinds, {**base, **options}, mapping
+        "bench/run", "bench", provider, crm_url, SECRET, kinds, {**base, **options}, mapping=mapping
     )
     with workers(db_url, lanes, processes), connect.connect(db_url) as conn:
         runs.start(conn, runs.admit(conn, request))

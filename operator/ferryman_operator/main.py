@@ -17,6 +17,7 @@ import kopf
 from aiohttp import web
 
 from ferryman_operator import handlers, metrics
+from ferryman_operator.credentials import Credentials
 from ferryman_operator.database import Database
 from ferryman_operator.errors import SettingsError
 from ferryman_operator.kube import Kube, api_client
@@ -75,7 +76,9 @@ async def _lead(
     lost (then the caller stands by for it again), False on a clean stop (SIGTERM)."""
     lease.lost = False
     stop = asyncio.Event()
-    registry = handlers.build(settings, Runs(db, kube, workers, seen, lease.holding), seen)
+    credentials = Credentials(kube, settings.sealing_key_file)
+    runs = Runs(db, kube, workers, seen, lease.holding, credentials)
+    registry = handlers.build(settings, runs, seen)
     pool_namespace = settings.pool_namespace or settings.lease_namespace
     keeper = asyncio.create_task(lease.keep(stop))
     sizing = asyncio.create_task(workers.watch(pool_namespace, settings.pool_interval))

@@ -271,11 +271,12 @@ def costs_of(provider: Provider, kinds: list[str]) -> dict[str, Costs]:
         kind = provider.kinds[name]
         try:
             if kind.walk == "tree":
+                body = provider.body(name, {"id": "0"})
                 found[name] = Costs(
-                    provider.children(name, 0, 0, 1).cost, provider.body(name, {"id": 0}).cost
+                    provider.listing(name, {"id": "0"}).cost, body.cost if body else 0
                 )
             else:
-                found[name] = Costs(provider.listing(name, 0, 1).cost)
+                found[name] = Costs(provider.listing(name, None).cost)
         except (KeyError, TypeError, ValueError):
             continue
     return found
@@ -284,7 +285,7 @@ def costs_of(provider: Provider, kinds: list[str]) -> dict[str, Costs]:
 def read(conn: Connection, run_id: int, progress: list[dict[str, Any]]) -> Estimate | None:
     """The ETA of run ``run_id`` while it runs (None: it does not); ``progress``: its
     ``runs.kind_progress`` rows (each kind's active seconds)."""
-    from ferryman_worker.providers import load
+    from ferryman_worker.providers import of_run
 
     run = conn.execute(queries.get("run_by_id", "engine.sql"), {"run_id": run_id}).fetchone()
     if run is None or run["state"] != "running" or run["suspended"]:
@@ -292,7 +293,7 @@ def read(conn: Connection, run_id: int, progress: list[dict[str, Any]]) -> Estim
     active = {str(p["kind"]): float(p["active_seconds"] or 0.0) for p in progress}
     rows = conn.execute(queries.get("open_work", "eta.sql"), {"run_id": run["id"]}).fetchall()
     seen = {str(r["kind"]): r for r in rows}
-    provider = load(run["provider"])
+    provider = of_run(run)
     work = [
         _work(name, number, seen.get(name, {}), active.get(name, 0.0), provider)
         for number, names in enumerate(run["phases"])

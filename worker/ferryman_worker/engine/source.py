@@ -1,37 +1,48 @@
 """HTTP calls to a source API: one boundary where httpx's errors become ours.
 
 Calls never hold a database connection or an open transaction; rate-limit tokens are reserved
-by the caller (on the job thread) before a call is made.
+by the caller (on the job thread) before a call is made. The client applies its credential
+through an ``httpx.Auth``; its guard (an httpx request hook) refuses a request to a host the
+credential is not bound to before it is sent, and no redirect is ever followed. An error's
+message says the status code and its standard reason phrase, never the source's own words:
+those go to the log only, redacted, then cut.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import http
+import logging
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pydantic_core
 
 from ferryman_worker.engine import ratelimit
+from ferryman_worker.engine.credentials import HostNotBound, redact
 from ferryman_worker.errors import FerrymanError
-from ferryman_worker.providers import Request
+from ferryman_worker.providers import Reply, Request, ResponsePolicy
+
+DEFAULT_POLICY = ResponsePolicy()
+
+log = logging.getLogger("ferryman.engine.source")
 
 
 class SourceError(FerrymanError):
     """The source failed the call; ``retryable`` says whether trying again may help, ``status``
-    is the HTTP status it answered with (None: no answer, or not one of its statuses)."""
+    is the HTTP status it answered with (None: no answer, or not one of its statuses), ``gone``
+    that it says the record does not exist (any more)."""
 
-    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, retryable: bool, status: int | None = None, gone: bool = False
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status = status
-
-    @property
-    def gone(self) -> bool:
-        """The source says the record does not exist (any more): HTTP 404 or 410."""
-        return self.status in (404, 410)
+        self.gone = gone
 
 
 class SourceTimeout(SourceError):
@@ -42,80 +53,138 @@ class SourceTimeout(SourceError):
 
 
 class RateLimited(SourceError):
-    """HTTP 429: wait ``retry_after`` seconds (the source said so), or back off (None: it did
-    not say for how long)."""
+    """The source is rate-limiting us: wait ``retry_after`` seconds (the source said so), or
+    back off from ``backoff`` seconds, doubling (None: it did not say for how long)."""
 
-    def __init__(self, retry_after: float | None) -> None:
+    def __init__(self, retry_after: float | None, status: int = 429, backoff: float = 1.0) -> None:
         how_long = "" if retry_after is None else f" for {retry_after:.0f}s"
-        super().__init__(f"the source is rate-limiting us{how_long}", retryable=True, status=429)
+        super().__init__(f"the source is rate-limiting us{how_long}", retryable=True, status=status)
+        self.backoff = backoff
         self.retry_after = retry_after
 
     def pause(self, attempt: int) -> float:
         """Seconds to pause the credential after the ``attempt``-th 429 of a call in a row."""
-        return ratelimit.backoff(attempt) if self.retry_after is None else self.retry_after
+        if self.retry_after is None:
+            return ratelimit.backoff(attempt, base=self.backoff)
+        return self.retry_after
+
+
+Guard = Callable[[httpx.Request], None]
+"""Called with every request before it is sent; raises to refuse it."""
 
 
 @dataclasses.dataclass
 class SourceClient:
-    """A keep-alive HTTP client for one source and credential (thread-safe: httpx.Client)."""
+    """A keep-alive HTTP client for one source and credential (thread-safe: httpx.Client).
+
+    ``auth`` puts the credential on each request; ``guard`` (an httpx request hook) may refuse a
+    request by raising; redirects are never followed. ``secrets`` are redacted from every
+    message (the auth's own secrets are too)."""
 
     base_url: str
-    token: str
+    auth: httpx.Auth
     timeout: float = 10.0
+    guard: Guard | None = None
+    secrets: tuple[str, ...] = ()
     client: httpx.Client = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
+        self.secrets = (*self.secrets, *getattr(self.auth, "secrets", ()))
         self.client = httpx.Client(
             base_url=self.base_url,
-            headers={"Authorization": f"Bearer {self.token}", "Accept": "application/json"},
+            auth=self.auth,
+            headers={"Accept": "application/json"},
             timeout=httpx.Timeout(self.timeout, connect=5.0),
             limits=httpx.Limits(max_connections=32, max_keepalive_connections=32),
+            follow_redirects=False,
+            event_hooks={"request": [self.guard]} if self.guard else {},
         )
 
-    def get(self, request: Request) -> Any:
-        """One GET, decoded; SourceError (RateLimited for 429) on failure. No retry here."""
+    def call(self, request: Request, policy: ResponsePolicy = DEFAULT_POLICY) -> Reply:
+        """One call, its body decoded; SourceError (RateLimited) as ``policy`` says. No retry."""
+        what = f"{request.method} {self._redacted(request.path)}"
         try:
-            response = self.client.get(request.path, params=request.params)
+            response = self.client.request(
+                request.method,
+                request.path,
+                params=dict(request.params) or None,
+                headers=dict(request.headers) or None,
+                json=request.json,
+            )
+        except HostNotBound as exc:
+            raise SourceError(f"{what}: {exc}", retryable=False) from None
         except httpx.TimeoutException:
-            raise SourceTimeout(f"GET {request.path} timed out after {self.timeout:g}s") from None
+            raise SourceTimeout(f"{what} timed out after {self.timeout:g}s") from None
         except httpx.ConnectError:
             raise SourceError(
-                f"GET {request.path}: cannot connect to {self.base_url} (check"
+                f"{what}: cannot connect to {self.base_url} (check"
                 " spec.source.baseURL, and that the source is up and reachable)",
                 retryable=True,
             ) from None
         except httpx.TransportError as exc:
-            raise SourceError(
-                f"GET {request.path} failed: {type(exc).__name__}", retryable=True
-            ) from None
-        if response.status_code == 429:
-            raise RateLimited(ratelimit.retry_after(response.headers))
+            raise SourceError(f"{what} failed: {type(exc).__name__}", retryable=True) from None
         status = response.status_code
-        if status >= 500:
-            raise SourceError(f"GET {request.path}: HTTP {status}", retryable=True, status=status)
-        if status >= 400:
+        action = policy.action(status)
+        if action != "ok":
+            self._log_answer(what, response)
+        if action == "rate_limited":
+            raise RateLimited(_wait(policy, response.headers), status, policy.backoff)
+        if action == "retry":
+            raise SourceError(f"{what}: HTTP {_said(status)}", retryable=True, status=status)
+        if action != "ok":
             raise SourceError(
-                f"GET {request.path}: HTTP {status} {self._redacted(response.text[:200])}"
-                + _hint(status),
+                f"{what}: HTTP {_said(status)}" + _hint(status),
                 retryable=False,
                 status=status,
+                gone=action == "gone",
             )
         try:
-            return pydantic_core.from_json(response.content)  # faster than json.loads
+            body = pydantic_core.from_json(response.content) if response.content else None
         except ValueError as exc:
-            raise SourceError(
-                f"GET {request.path}: the response is not JSON ({exc})", retryable=True
-            ) from None
+            raise SourceError(f"{what}: the response is not JSON ({exc})", retryable=True) from None
+        return Reply(status, response.headers, body)
+
+    def get(self, request: Request) -> Any:
+        """One call's decoded body."""
+        return self.call(request).body
 
     def _redacted(self, text: str) -> str:
-        """The source's words, without the token should it echo it back."""
-        return text.replace(self.token, "***")
+        """``text`` without a secret should it hold one; redacted, then cut."""
+        return redact(text, self.secrets)
+
+    def _log_answer(self, what: str, response: httpx.Response) -> None:
+        """The source's words on a failed call, for whoever reads the worker's log: redacted,
+        then cut (they never reach a run's status)."""
+        log.info("%s: HTTP %s: %s", what, response.status_code, self._redacted(response.text))
 
     def close(self) -> None:
         self.client.close()
 
 
+def _wait(policy: ResponsePolicy, headers: httpx.Headers) -> float | None:
+    """How long a rate-limited answer asks us to wait: the standard headers (``Retry-After``,
+    the IETF ``RateLimit`` fields, ``X-RateLimit-Reset``), else the policy's own reset header;
+    None: it does not say (the caller backs off)."""
+    wait = ratelimit.retry_after(headers)
+    if wait is None and policy.reset and headers.get(policy.reset):
+        wait = ratelimit.retry_after({"x-ratelimit-reset": headers[policy.reset]})
+    return wait
+
+
+def _said(status: int) -> str:
+    """``403 Forbidden``: the code and its standard phrase (not the one the source sent)."""
+    try:
+        return f"{status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return str(status)
+
+
 def _hint(status: int) -> str:
+    if 300 <= status < 400:
+        return (
+            " (a redirect: ferryman follows none, so a credential never travels to where it"
+            " points; set spec.source.baseURL to the source's own address)"
+        )
     if status in (401, 403):
         return (
             " (the source refused the credential: check the token that"

@@ -3,10 +3,29 @@
 -- name: admit_run
 -- One live run per workspace: the partial unique index refuses a second, even under a race.
 INSERT INTO ferryman_runs (name, workspace, provider, base_url, credential, kinds, phases, options,
-                           mapping)
+                           provider_definition, mapping)
 VALUES (%(name)s, %(workspace)s, %(provider)s, %(base_url)s, %(credential)s, %(kinds)s,
-        %(phases)s, %(options)s, %(mapping)s)
+        %(phases)s, %(options)s, %(provider_definition)s, %(mapping)s)
 RETURNING *;
+
+-- name: claim_workspace
+-- The workspace's owner: the namespace that claims it first keeps it.
+WITH claimed AS (
+    INSERT INTO ferryman_workspaces (workspace, namespace) VALUES (%(workspace)s, %(namespace)s)
+    ON CONFLICT (workspace) DO NOTHING
+    RETURNING namespace
+)
+SELECT namespace FROM claimed
+UNION ALL
+SELECT namespace FROM ferryman_workspaces WHERE workspace = %(workspace)s
+LIMIT 1;
+
+-- name: store_credential
+-- The run's credential, sealed by the operator at admission (same transaction as the run), or
+-- sealed again when the run is retried.
+INSERT INTO ferryman_run_credentials (run_id, hosts, sealed)
+VALUES (%(run_id)s, %(hosts)s, %(sealed)s)
+ON CONFLICT (run_id) DO UPDATE SET hosts = excluded.hosts, sealed = excluded.sealed, at = now();
 
 -- name: missing_writers
 -- Writer functions (the providers' (jsonb, text, text, bigint) signature) not in this database.
@@ -19,6 +38,12 @@ SELECT id, name FROM ferryman_runs WHERE workspace = %(workspace)s AND state = '
 
 -- name: run_by_name
 SELECT * FROM ferryman_runs WHERE name = %(name)s;
+
+-- name: run_for_task
+-- The run as its task's walk needs it, with the credential sealed at admission (if any).
+SELECT r.*, c.sealed AS sealed_credential
+  FROM ferryman_runs r LEFT JOIN ferryman_run_credentials c ON c.run_id = r.id
+ WHERE r.id = %(run_id)s;
 
 -- name: run_by_id
 SELECT * FROM ferryman_runs WHERE id = %(run_id)s;
@@ -49,17 +74,20 @@ RETURNING id;
 
 -- name: seed_tree_tasks
 -- Discovery for a tree kind: every parent the run has seen, N per task: those written (the
--- ledger) and those malformed (the row errors), whose children are rows of their own.
+-- ledger) and those malformed (the row errors), whose children are rows of their own. Source ids
+-- are text (integers, strings, UUIDs); ordered by length, then text, integers come in numeric
+-- order.
 INSERT INTO ferryman_tasks (run_id, phase, kind, cursor_key, cursor)
-SELECT %(run_id)s, %(phase)s, %(kind)s, %(kind)s || ':' || min(sid),
-       jsonb_build_object('parents', jsonb_agg(sid ORDER BY sid))
-  FROM (SELECT sid, (row_number() OVER (ORDER BY sid) - 1) / %(per_task)s AS bucket
-          FROM (SELECT source_id::bigint AS sid FROM ferryman_ledger
+SELECT %(run_id)s, %(phase)s, %(kind)s,
+       %(kind)s || ':' || (array_agg(sid ORDER BY length(sid), sid))[1],
+       jsonb_build_object('parents', jsonb_agg(sid ORDER BY length(sid), sid))
+  FROM (SELECT sid, (row_number() OVER (ORDER BY length(sid), sid) - 1) / %(per_task)s AS bucket
+          FROM (SELECT source_id COLLATE "C" AS sid FROM ferryman_ledger
                  WHERE workspace = %(workspace)s AND kind = %(parent_kind)s
                 UNION
-                SELECT source_id::bigint FROM ferryman_row_errors
+                SELECT source_id COLLATE "C" FROM ferryman_row_errors
                  WHERE run_id = %(run_id)s AND kind = %(parent_kind)s
-                   AND source_id ~ '^[0-9]+$') seen) parents
+                   AND source_id <> '') seen) parents
  GROUP BY bucket
 ON CONFLICT (run_id, kind, cursor_key) DO NOTHING
 RETURNING id;

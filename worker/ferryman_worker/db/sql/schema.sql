@@ -293,6 +293,7 @@ CREATE TABLE ferryman_runs (
     finished_at    timestamptz,
     heartbeat_at   timestamptz NOT NULL DEFAULT now(),
     error          text,
+    provider_definition jsonb,                      -- migrations/0014: a declarative provider as admitted
     mapping        jsonb                            -- migrations/0020: the mapping as admitted
 );
 CREATE UNIQUE INDEX ferryman_runs_one_live ON ferryman_runs (workspace) WHERE state = 'running';
@@ -345,6 +346,23 @@ CREATE TABLE ferryman_row_errors (
     reason    text        NOT NULL,
     at        timestamptz NOT NULL DEFAULT now(),
     UNIQUE (run_id, kind, source_id)
+);
+
+-- (from migrations/0030_tenancy.sql) A run's credential, sealed by the operator at admission from
+-- the Secret in the run's own namespace; workers read it here and need no Kubernetes API rights.
+CREATE TABLE ferryman_run_credentials (
+    run_id  bigint      PRIMARY KEY REFERENCES ferryman_runs (id) ON DELETE CASCADE,
+    hosts   text[]      NOT NULL,  -- the hosts the credential is bound to (not secret)
+    sealed  bytea       NOT NULL,  -- Fernet, with the installation's sealing key
+    at      timestamptz NOT NULL DEFAULT now()
+);
+
+-- The namespace that owns each workspace: the first to run in it. A run of another namespace
+-- naming it is refused at admission (runs of `ferryman run` are not checked).
+CREATE TABLE ferryman_workspaces (
+    workspace  text        PRIMARY KEY,
+    namespace  text        NOT NULL,
+    claimed_at timestamptz NOT NULL DEFAULT now()
 );
 
 -- (from migrations/0004_windows.sql, like the ledger's byte-wise collation)
