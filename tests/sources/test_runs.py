@@ -12,6 +12,7 @@ from runfiles import command_env
 from source_servers import Running
 
 from ferryman_worker.db import connect
+from ferryman_worker.engine.runtime import credential_env_var
 
 pytestmark = pytest.mark.slow
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "sources"
@@ -28,7 +29,7 @@ def _run(
         None,
         FERRYMAN_DATABASE_URL=db_url,
         FERRYMAN_LANES="migrations:4",
-        **{f"FERRYMAN_CREDENTIAL_{secret.upper()}_TOKEN": token},
+        **{credential_env_var(secret, "token"): token},
     )
     proc = subprocess.run(
         [sys.executable, "-m", "ferryman_worker.cli", "--log-level", "WARNING", "run", str(path),
