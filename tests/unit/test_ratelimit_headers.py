@@ -70,9 +70,10 @@ def test_a_response_says_what_is_left_of_the_quota(
     assert ratelimit.quota(httpx.Headers(headers), now=NOW) == expected
 
 
-def test_a_spent_quota_is_waited_for_until_a_calls_worth_is_back_not_until_it_is_whole() -> None:
+def test_a_spent_quota_is_waited_for_until_half_is_back_not_until_it_is_whole() -> None:
     bucket = ratelimit.Quota(remaining=2, reset_after=10, limit=102)  # 10 tokens a second
-    assert bucket.wait_for(12) == 1.0
+    assert bucket.wait_for(12) == 4.9  # 51 tokens: half the quota, more than the call's 12
+    assert bucket.wait_for(72) == 7.0  # the call's 72, more than half
     assert ratelimit.Quota(remaining=2, reset_after=10).wait_for(12) == 10  # limit not said
     assert ratelimit.Quota(remaining=2, reset_after=None, limit=102).wait_for(12) is None
 

@@ -37,6 +37,8 @@ UNLIMITED = 1e12
 
 MIN_WAIT = 1.0
 """The shortest pause after a 429, whatever the source said (a date in the past, ``0``)."""
+REFILL_HEADROOM = 0.5
+"""The share of a spent quota waited for before calling again (see ``Quota.wait_for``)."""
 MAX_WAIT = 3600.0
 """The longest pause a source's header can ask for; a longer one (a daily quota, a bad clock)
 is cut to this, and the calls that fail again count toward the retry limit."""
@@ -68,14 +70,17 @@ class Quota:
     """The whole quota, which is back by the reset (None: not said)."""
 
     def wait_for(self, cost: float) -> float | None:
-        """Seconds until ``cost`` is left, taking the quota to come back evenly until its
-        reset (a token bucket's refill; a fixed window comes back whole at the reset, and a
-        call made before it meets a 429 that says when); None: the reset is not said."""
+        """Seconds until ``cost``, or half the quota if more, is left, taking the quota to come
+        back evenly until its reset (a token bucket's refill; a fixed window comes back whole at
+        the reset, and a call made before it meets a 429 that says when); None: the reset is
+        not said. Half, not a call's worth: whoever spent the quota spends it still, and a wait
+        for exactly one call races them for it; not the whole: a full bucket wastes its refill."""
         if self.reset_after is None:
             return None
         if self.limit is None or self.limit <= self.remaining:
             return self.reset_after
-        share = (cost - self.remaining) / (self.limit - self.remaining)
+        want = max(cost, self.limit * REFILL_HEADROOM)
+        share = (want - self.remaining) / (self.limit - self.remaining)
         return self.reset_after * min(1.0, max(0.0, share))
 
 
@@ -227,8 +232,9 @@ class Budget:
 
     def _reconcile(self, conn: Connection, seen: Quota) -> None:
         """The shared budget holds no more than the source says is left; with less left than a
-        call costs, every worker pauses until the source's reset (a declared refill cannot know
-        what others spend meanwhile: waiting for it alone would meet a 429 at every call)."""
+        call costs, every worker pauses until half of it is back (``Quota.wait_for``; a declared
+        refill cannot know what others spend meanwhile: waiting for it alone would meet a 429
+        at every call)."""
         cost = max(1.0, self._largest_cost)
         wait = seen.wait_for(cost) if seen.remaining < cost else None
         pause = wait or 0.0
