@@ -112,6 +112,14 @@ class DemoCRM:
         """Change runtime settings (latency, faults, budget); returns the resulting config."""
         return self._control("POST", "/_config", json=settings)
 
+    def change(self, **change: Any) -> dict[str, Any]:
+        """Delete or create records now or after some pages (``POST /_changes``)."""
+        return self._control("POST", "/_changes", json=change)
+
+    def changes(self) -> dict[str, Any]:
+        """The deleted ids per kind and how many changes wait or were applied."""
+        return self._control("GET", "/_changes")
+
     def stats(self) -> dict[str, Any]:
         return self._control("GET", "/_stats")
 
