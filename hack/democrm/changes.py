@@ -3,8 +3,9 @@ does when the source changes under it (offsets drift; ids do not).
 
 A change names a kind (``organizations`` or ``people``: kinds nothing else is listed under),
 ids to ``delete`` and ids to ``create`` (ids of the dataset deleted before: created again, as
-they were), and ``after_pages``: how many more pages of that kind the server answers before the
-change is applied (0: at once). A change that waits is applied right after the answer of its
+they were), ``expire_cursors`` (every cursor given out so far, of any listing, answers 410 Gone
+from then on), and ``after_pages``: how many more pages of that kind the server answers before
+the change is applied (0: at once). A change that waits is applied right after the answer of its
 last page is built, so the client's next request sees it. Nothing else about a record changes,
 and the ground truth is the dataset as it is now.
 """
@@ -29,10 +30,11 @@ class Change:
     delete: frozenset[int]
     create: frozenset[int]
     after_pages: int
+    expire_cursors: bool = False
 
     @classmethod
     def parse(cls, body: Mapping[str, Any], counts: Mapping[str, int]) -> Change:
-        unknown = sorted(set(body) - {"kind", "delete", "create", "after_pages"})
+        unknown = sorted(set(body) - {"kind", "delete", "create", "after_pages", "expire_cursors"})
         if unknown:
             raise ChangeError(f"unknown field(s): {', '.join(unknown)}")
         kind = body.get("kind")
@@ -44,7 +46,10 @@ class Change:
         delete, create = (ids(body, name, counts[kind]) for name in ("delete", "create"))
         if delete & create:
             raise ChangeError(f"ids both deleted and created: {sorted(delete & create)[:5]}")
-        return cls(kind, delete, create, after)
+        expire = body.get("expire_cursors", False)
+        if not isinstance(expire, bool):
+            raise ChangeError(f"expire_cursors must be true or false, got {expire!r}")
+        return cls(kind, delete, create, after, expire)
 
 
 def ids(body: Mapping[str, Any], name: str, count: int) -> frozenset[int]:
@@ -64,6 +69,8 @@ class Changes:
         self._deleted: dict[str, set[int]] = {kind: set() for kind in KINDS}
         self._waiting: list[tuple[Change, int]] = []  # (change, pages still to answer)
         self._applied = 0
+        self.epoch = 0
+        """Cursors given out before the last change that expired them carry an older epoch."""
 
     def add(self, change: Change) -> None:
         with self._lock:
@@ -101,10 +108,12 @@ class Changes:
                 "deleted": {kind: sorted(ids) for kind, ids in self._deleted.items()},
                 "waiting": len(self._waiting),
                 "applied": self._applied,
+                "cursor_epoch": self.epoch,
             }
 
     def _apply(self, change: Change) -> None:
         gone = self._deleted[change.kind]
         gone |= change.delete
         gone -= change.create
+        self.epoch += change.expire_cursors
         self._applied += 1

@@ -79,14 +79,17 @@ class Listing:
 Produce = Callable[[], tuple[Any, Headers]]
 
 
-def prepare(listing: Listing, path: str, query: str) -> Produce:
-    """Check the query's paging parameters (400 naming the bad one) and return what builds the
-    page: its JSON payload and its extra headers."""
+def prepare(listing: Listing, path: str, query: str, epoch: int = 0) -> Produce:
+    """Check the query's paging parameters (400 naming the bad one; 410 for a cursor given out
+    before the cursor ``epoch``) and return what builds the page: its JSON payload and its extra
+    headers."""
     params = parse_qs(query, keep_blank_values=True)
     style = params.get("paging", ["offset"])[-1]
     if style not in STYLES:
         message = f"paging must be one of {', '.join(STYLES)}, got {style!r}"
         raise ApiError(400, "bad_request", message)
+    if style == "cursor":
+        return by_cursor(listing, path, params, epoch)
     build: Callable[[Listing, str, dict[str, list[str]]], Produce] = BUILDERS[style]
     return build(listing, path, params)
 
@@ -154,12 +157,13 @@ def by_next_url(listing: Listing, path: str, params: dict[str, list[str]]) -> Pr
     return produce
 
 
-def by_cursor(listing: Listing, path: str, params: dict[str, list[str]]) -> Produce:
-    after, limit = decode_cursor(params.get("cursor", [""])[-1], path), size(params, "limit")
+def by_cursor(listing: Listing, path: str, params: dict[str, list[str]], epoch: int = 0) -> Produce:
+    after = decode_cursor(params.get("cursor", [""])[-1], path, epoch)
+    limit = size(params, "limit")
 
     def produce() -> tuple[Any, Headers]:
         records, more = after_id(listing, after, limit)
-        following = encode_cursor(path, records[-1]["id"]) if more else None
+        following = encode_cursor(path, records[-1]["id"], epoch) if more else None
         return {"data": records, "pagination": {"next_cursor": following}}, ()
 
     return produce
@@ -187,7 +191,6 @@ BUILDERS: dict[str, Callable[[Listing, str, dict[str, list[str]]], Produce]] = {
     "page": by_page,
     "link": by_link,
     "next_url": by_next_url,
-    "cursor": by_cursor,
     "keyset": by_keyset,
     "all": by_all,
 }
@@ -203,13 +206,15 @@ def url(path: str, **params: Any) -> str:
     return f"{path}?{urlencode(params)}"
 
 
-def encode_cursor(path: str, after: int) -> str:
-    raw = json.dumps({"l": path, "a": after}, separators=(",", ":")).encode()
+def encode_cursor(path: str, after: int, epoch: int = 0) -> str:
+    fields = {"l": path, "a": after, **({"e": epoch} if epoch else {})}
+    raw = json.dumps(fields, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(text: str, path: str) -> int:
-    """The id a cursor of this listing starts after (0 for no cursor), or 400."""
+def decode_cursor(text: str, path: str, epoch: int = 0) -> int:
+    """The id a cursor of this listing starts after (0 for no cursor); 400 if it is not one,
+    410 if it was given out before the cursors of ``epoch``."""
     if not text:
         return 0
     try:
@@ -219,6 +224,9 @@ def decode_cursor(text: str, path: str) -> int:
     after = value.get("a") if isinstance(value, dict) and value.get("l") == path else None
     if not isinstance(after, int) or isinstance(after, bool) or after < 0:
         raise ApiError(400, "bad_request", f"cursor {text[:40]!r} is not a cursor of {path}")
+    if value.get("e", 0) != epoch:
+        message = "the cursor has expired: start the listing again from its first page"
+        raise ApiError(410, "cursor_expired", message)
     return after
 
 

@@ -105,7 +105,7 @@ def prepare_listing(state: State, kind: str, query: str) -> Call:
     source = state.source
     make = {"organizations": source.organization, "people": source.person, "deals": source.deal}
     listing = paging.Listing(0, source.count(kind), make[kind], state.changes.deleted(kind))
-    produce = paging.prepare(listing, f"/v1/{kind}", query)
+    produce = paging.prepare(listing, f"/v1/{kind}", query, state.changes.epoch)
     return Call(True, produce, lambda: state.changes.answered(kind))
 
 
@@ -118,7 +118,8 @@ def prepare_messages(state: State, deal: str, query: str) -> Call:
     first = (deal_id - 1) * state.source.stride
     end = first + state.source.message_count(deal_id - 1)
     listing = paging.Listing(first, end, state.source.message)
-    return Call(True, paging.prepare(listing, f"/v1/deals/{deal_id}/messages", query))
+    path = f"/v1/deals/{deal_id}/messages"
+    return Call(True, paging.prepare(listing, path, query, state.changes.epoch))
 
 
 def prepare_body(state: State, message: str, query: str) -> Call:

@@ -48,8 +48,22 @@ def test_changes_wait_for_pages_of_their_own_kind(start_democrm: StartDemoCRM) -
         assert crm.change(kind="people")["deleted"]["people"] == []
         http.get("/v1/people", params={"limit": 2}).raise_for_status()
     view = crm.changes()
-    assert view == {"deleted": {"organizations": [], "people": [4]}, "waiting": 0, "applied": 2}
+    deleted = {"organizations": [], "people": [4]}
+    assert view == {"deleted": deleted, "waiting": 0, "applied": 2, "cursor_epoch": 0}
     assert crm.truth()["people"]["count"] == 9
+
+
+def test_cursors_given_out_before_they_expire_answer_410(start_democrm: StartDemoCRM) -> None:
+    crm = start_democrm(**RECORDS)
+    crm.change(kind="organizations", expire_cursors=True, after_pages=1)
+    with crm.client() as http:
+        query = {"paging": "cursor", "limit": 10}
+        old = http.get("/v1/organizations", params=query).json()["pagination"]["next_cursor"]
+        expired = http.get("/v1/organizations", params={**query, "cursor": old})
+        assert expired.status_code == 410
+        assert expired.json()["error"]["code"] == "cursor_expired"
+        assert walker.walk(http, "/v1/organizations", "cursor", limit=10) == list(range(1, 61))
+    assert crm.changes()["cursor_epoch"] == 1
 
 
 @pytest.mark.parametrize(
@@ -61,6 +75,7 @@ def test_changes_wait_for_pages_of_their_own_kind(start_democrm: StartDemoCRM) -
         ({"kind": "people", "delete": [2], "create": [2]}, "ids both"),
         ({"kind": "people", "after_pages": -1}, "after_pages"),
         ({"kind": "people", "update": [1]}, "unknown field"),
+        ({"kind": "people", "expire_cursors": 1}, "expire_cursors"),
     ],
 )
 def test_a_bad_change_is_a_400_naming_the_field_and_changes_nothing(
