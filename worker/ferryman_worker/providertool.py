@@ -9,16 +9,21 @@ import os
 import sys
 from typing import Any
 
+import httpx
+
 from ferryman_worker.engine import auth, sample
+from ferryman_worker.engine.credentials import Credential, url_host
 from ferryman_worker.engine.source import SourceClient
 from ferryman_worker.errors import ConfigurationError
-from ferryman_worker.providers import declarative
+from ferryman_worker.providers import AuthStyle, declarative
 from ferryman_worker.providers.declarative import spec
 
 CREDENTIAL_ENV = {
     "token": "FERRYMAN_SOURCE_TOKEN",
     "username": "FERRYMAN_SOURCE_USERNAME",
     "password": "FERRYMAN_SOURCE_PASSWORD",
+    "client_id": "FERRYMAN_SOURCE_CLIENT_ID",
+    "client_secret": "FERRYMAN_SOURCE_CLIENT_SECRET",
 }
 """Where ``sample`` reads the credential (never from the command line, which others can see)."""
 
@@ -42,7 +47,10 @@ def add_parsers(commands: Any) -> None:
         description="Read a kind's first pages as a run would (pagination, auth, response "
         "policy), validate each record, and show the parsed and the malformed ones with their "
         "reasons; nothing is written. The credential comes from FERRYMAN_SOURCE_TOKEN (or "
-        "FERRYMAN_SOURCE_USERNAME and FERRYMAN_SOURCE_PASSWORD for basic auth).",
+        "FERRYMAN_SOURCE_USERNAME and FERRYMAN_SOURCE_PASSWORD for basic auth, "
+        "FERRYMAN_SOURCE_CLIENT_ID and FERRYMAN_SOURCE_CLIENT_SECRET for OAuth2 client "
+        "credentials; for an OAuth2 refresh-token grant FERRYMAN_SOURCE_TOKEN is an access "
+        "token: a refresh would spend the refresh token).",
     )
     sampled.add_argument("file", help="a declarative provider YAML")
     sampled.add_argument("--kind", required=True, help="the kind to read")
@@ -76,12 +84,7 @@ def cmd_schema(args: argparse.Namespace, settings: Any) -> int:
 
 def cmd_sample(args: argparse.Namespace, settings: Any) -> int:
     provider = declarative.load_file(args.file)
-    needed = auth.KEYS[provider.auth.style]  # none for an API without authentication
-    values = {key: os.environ.get(CREDENTIAL_ENV[key], "") for key in needed}
-    missing = [CREDENTIAL_ENV[key] for key in needed if not values[key]]
-    if missing:
-        raise ConfigurationError(f"set {' and '.join(missing)}: the credential to read with")
-    client = SourceClient(args.base_url, auth.build(provider.auth, values))
+    client = SourceClient(args.base_url, source_auth(provider.auth, args.base_url))
     parent = {"id": args.parent} if args.parent else None
     try:
         for page in sample.sample(
@@ -96,6 +99,29 @@ def cmd_sample(args: argparse.Namespace, settings: Any) -> int:
     finally:
         client.close()
     return 0
+
+
+def source_auth(style: AuthStyle, base_url: str) -> httpx.Auth:
+    """The auth ``style`` with the credential from the environment (``CREDENTIAL_ENV``), bound
+    to the host of ``base_url``. An OAuth2 refresh-token grant is not run (a refresh spends
+    the refresh token): FERRYMAN_SOURCE_TOKEN is then an access token, sent as a bearer."""
+    grant = style.oauth2
+    if grant is not None and grant.grant == "refresh_token":
+        return auth.Bearer(_environment(("token",))["token"])
+    roles = tuple(grant.keys()) if grant else auth.KEYS[style.style]
+    values = _environment(roles)
+    if grant is None:
+        return auth.build(style, values)
+    named = {key: values[role] for role, key in grant.keys().items()}  # as the grant names them
+    return auth.for_credential(style, Credential(named, (url_host(base_url),)), base_url)
+
+
+def _environment(roles: tuple[str, ...]) -> dict[str, str]:
+    values = {role: os.environ.get(CREDENTIAL_ENV[role], "") for role in roles}
+    missing = [CREDENTIAL_ENV[role] for role in roles if not values[role]]
+    if missing:
+        raise ConfigurationError(f"set {' and '.join(missing)}: the credential to read with")
+    return values
 
 
 def _show(page: sample.SampledPage, show: int) -> None:
