@@ -64,7 +64,7 @@ class EngineRuntime:
         self.sync_windows = sync_windows
         self.sealing_key_file = sealing_key_file or SEALING_KEY_FILE
         self.budgets = Budgets()
-        self._clients: dict[tuple[str, str], SourceClient] = {}
+        self._clients: dict[tuple[str, str, AuthStyle | None], SourceClient] = {}
         self._sealer: Sealer | None = None
         self._lock = threading.Lock()
 
@@ -111,9 +111,12 @@ class EngineRuntime:
         self, base_url: str, credential: Credential, style: AuthStyle | None = None
     ) -> SourceClient:
         """The source client of ``base_url`` with ``credential``, applied as the provider's auth
-        ``style`` says (bearer when None), guarded by the credential's hosts."""
+        ``style`` says (bearer when None), guarded by the credential's hosts. One per base URL,
+        credential (its values and hosts) and style: two providers of one API that put the same
+        credential on a request differently never share a client."""
+        key = (base_url, credential.id, style)
         with self._lock:
-            client = self._clients.get((base_url, credential.id))
+            client = self._clients.get(key)
             if client is None:
                 client = SourceClient(
                     base_url,
@@ -125,7 +128,7 @@ class EngineRuntime:
                     secrets=credential.secrets,
                 )
                 self._observe_quota(client, credential_key(base_url, credential.id))
-                self._clients[(base_url, credential.id)] = client
+                self._clients[key] = client
             return client
 
     def _connect(self) -> Connection:
