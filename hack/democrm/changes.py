@@ -3,9 +3,11 @@
 Off until the first ``POST /_changes``, so every other mode serves exactly what it always did.
 Once on, the listings of organizations, people and deals carry each record's ``updated_at``
 (``2015-01-01T00:00:00.000000Z`` for a record never changed since the server started) and take
-``updated_since`` (ISO 8601; only the records changed at or after it); a deleted record is no
-longer listed (the listing's offsets shift, as a real API's do), and added records follow the
-dataset's last ones, generated from the seed like them. ``GET /_changes`` lists what changed.
+``updated_since`` (ISO 8601; only the records changed at or after it, and a tombstone
+``{"id", "deleted": true, "updated_at"}`` for each record deleted at or after it); a deleted
+record is no longer listed otherwise (the listing's offsets shift, as a real API's do), and
+added records follow the dataset's last ones, generated from the seed like them.
+``GET /_changes`` lists what changed.
 """
 
 import datetime
@@ -99,11 +101,20 @@ class Changes:
             deleted = self.deleted[kind]
             if since is not None and since > UNCHANGED:
                 edits = self.edits[kind]
-                return sorted(i for i, (at, _) in edits.items() if at >= since and i not in deleted)
+                changed = {i for i, (at, _) in edits.items() if at >= since and i not in deleted}
+                gone = {i for i, at in deleted.items() if at >= since}
+                return sorted(changed | gone)
             return [i for i in range(self.count(kind, base)) if i not in deleted]
 
     def revise(self, kind: str, index: int, record: dict[str, Any]) -> dict[str, Any]:
-        """The record as it is now: its edits applied, its ``updated_at`` set."""
+        """The record as it is now: its edits applied, its ``updated_at`` set; a deleted one's
+        tombstone (``{"id", "deleted": true, "updated_at"}``)."""
+        if index in self.deleted[kind]:
+            return {
+                "id": index + 1,
+                "deleted": True,
+                "updated_at": stamp(self.deleted[kind][index]),
+            }
         at, edits = self.edits[kind].get(index, (UNCHANGED, 0))
         revised = {**record, "updated_at": stamp(at)}
         field = EDITED_FIELD[kind]

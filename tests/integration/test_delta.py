@@ -1,7 +1,8 @@
 """Delta runs against the demo CRM with its changes on: after a full run, records are edited,
 added and deleted on the server; a delta run lists only what changed since the full run
 started, updates exactly the changed rows through their ledger ids (an application trigger
-counts the updates), inserts the new ones and leaves the rest as they were. A window written
+counts the updates), inserts the new ones, records the deletions its listing reports (the rows
+stay) and leaves the rest as they were. A window written
 twice applies its changes once; a change older than the imported version is never applied; a
 delta without a successful run before it is refused."""
 
@@ -12,13 +13,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from migration import credential, engine_worker, request, start_run, wait_finished
+from migration import SECRET, credential, engine_worker, request, start_run, wait_finished
 from psycopg.types.json import Jsonb
 from tests.democrm.server_fixture import DemoCRM
+from workers import Subprocess, scalar, wait_for
 
 from ferryman_worker import destinations, providers
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
+from ferryman_worker.engine.runtime import credential_env_var
 from ferryman_worker.errors import ConfigurationError
 
 KINDS = ["organizations", "people", "deals"]
@@ -56,6 +59,10 @@ def crm() -> Iterator[DemoCRM]:
         yield server
 
 
+def _delta(url: str, name: str, **options: Any) -> runs.RunRequest:
+    return dataclasses.replace(request(url, name, kinds=KINDS, **options), mode="delta")
+
+
 def _run(db_url: str, url: str, name: str, mode: str = "full") -> dict[str, Any]:
     req = dataclasses.replace(request(url, name, kinds=KINDS), mode=mode)  # type: ignore[arg-type]
     run_id = start_run(db_url, req)
@@ -68,9 +75,9 @@ def _tables(db_url: str) -> dict[str, dict[int, dict[str, Any]]]:
     with connect.connect(db_url) as conn:
         for kind, table in TABLES.items():
             rows = conn.execute(
-                f"SELECT t.*, l.row_id AS ledger_row, l.source_version FROM {table} t"  # type: ignore[arg-type]
-                " JOIN ferryman_ledger l ON l.kind = %s AND l.workspace = t.workspace"
-                " AND l.source_id = t.source_id::text",
+                "SELECT t.*, l.row_id AS ledger_row, l.source_version, l.source_deleted_at"  # type: ignore[arg-type]
+                f" FROM {table} t JOIN ferryman_ledger l ON l.kind = %s"
+                " AND l.workspace = t.workspace AND l.source_id = t.source_id::text",
                 (kind,),
             ).fetchall()
             found[kind] = {int(row["source_id"]): row for row in rows}
@@ -110,11 +117,13 @@ def test_a_delta_updates_the_changed_rows_inserts_the_new_and_leaves_the_rest(
             if source_id in changed[kind]:
                 assert now[field[kind]] == row[field[kind]] + " (edit 1)", (kind, source_id)
                 assert now["source_version"] > UNCHANGED
+            elif (kind, source_id) == ("people", 9):  # deleted: recorded, the row left as it was
+                assert now["source_deleted_at"] is not None and row["source_deleted_at"] is None
+                assert {**now, "source_deleted_at": None} == row
             else:
                 assert now == row, (kind, source_id)  # left exactly as it was
     assert set(after["organizations"]) - set(before["organizations"]) == {121}
     assert set(after["people"]) - set(before["people"]) == {91, 92}
-    assert 9 in after["people"]  # deletions are not applied
     assert _updates(db_url) == sorted(
         (TABLES[kind], before[kind][i]["id"]) for kind, ids in changed.items() for i in ids
     )  # each changed row updated once, no other row touched
@@ -129,9 +138,7 @@ def test_a_window_written_twice_applies_its_change_once_and_never_an_older_one(
             conn.execute(COUNT_UPDATES)
         crm.change(update={"people": [4]})
         with connect.connect(db_url) as conn:
-            run = runs.admit(
-                conn, dataclasses.replace(request(crm.url, "d", kinds=KINDS), mode="delta")
-            )
+            run = runs.admit(conn, _delta(crm.url, "d"))
             runs.cancel(conn, run["id"])
             provider = providers.of_run(run)
             writer = destinations.writer_for(run, provider, "people")
@@ -143,6 +150,7 @@ def test_a_window_written_twice_applies_its_change_once_and_never_an_older_one(
                 "workspace": "acme",
                 "kind": "people",
                 "run_id": run["id"],
+                "deleted": [],
             }
             first = conn.execute(writer.rows_statement(), params).fetchone()
             second = conn.execute(writer.rows_statement(), params).fetchone()
@@ -180,3 +188,43 @@ def test_a_delta_without_a_successful_run_before_it_is_refused(db_url: str) -> N
 def state_of_nothing(db_url: str) -> bool:
     with connect.connect(db_url) as conn:
         return conn.execute("SELECT count(*) AS n FROM ferryman_runs").fetchone() == {"n": 0}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_delta_whose_worker_is_killed_mid_way_applies_each_change_once(db_url: str) -> None:
+    sizes = {**DATA, "organizations": 40, "people": 2000, "deals": 0}
+    with DemoCRM.start(seed=23, **sizes) as crm:
+        crm.change()
+        with credential(crm.api_key), engine_worker(db_url):
+            assert _run(db_url, crm.url, "full")["state"] == "succeeded"
+        with connect.connect(db_url) as conn:
+            conn.execute(COUNT_UPDATES)
+        crm.change(update={"people": list(range(1, 2001))})
+        crm.configure(latency_ms=100)
+        env = {credential_env_var(SECRET["name"], SECRET["key"]): crm.api_key}
+        workers = [Subprocess(db_url, "migrations:2", env) for _ in range(2)]
+        try:
+            for worker in workers:
+                worker.wait_ready()
+            run_id = start_run(db_url, _delta(crm.url, "catch-up", page_size=50, max_in_flight=4))
+            count = "SELECT count(*) FROM app_updates"
+            wait_for(lambda: scalar(db_url, count) >= 300, 120, "the delta's first updates")
+            workers.pop(0).kill()  # mid-way: its windows in flight roll back
+            workers.append(Subprocess(db_url, "migrations:2", env))
+            final = wait_finished(db_url, run_id, timeout=240)
+        finally:
+            for worker in workers:
+                worker.stop()
+    assert final["state"] == "succeeded", final["error"]
+    with connect.connect(db_url) as conn:
+        twice = conn.execute(
+            "SELECT row_id FROM app_updates GROUP BY row_id HAVING count(*) > 1"
+        ).fetchall()
+        updated = conn.execute("SELECT count(DISTINCT row_id) AS n FROM app_updates").fetchone()
+        stale = conn.execute(
+            "SELECT count(*) AS n FROM ferryman_ledger"
+            " WHERE kind = 'people' AND source_version = %s",
+            (UNCHANGED,),
+        ).fetchone()
+    assert twice == [] and updated == {"n": 2000} and stale == {"n": 0}

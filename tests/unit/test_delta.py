@@ -98,6 +98,15 @@ def test_a_delta_asks_only_for_what_changed_since_its_starting_point() -> None:
     assert delta.listing_params({"options": {}}, kinds["people"]) == {}  # a full run
 
 
+def test_a_delta_sets_the_tombstones_its_listing_marks_apart() -> None:
+    kind = democrm.kinds["people"]
+    records = [{"id": 1, "name": "a"}, {"id": 2, "deleted": True}, {"id": 3, "deleted": False}]
+    delta_run = {"options": {"mode": "delta"}}
+    assert delta.tombstones(delta_run, kind, records) == (["2"], [records[0], records[2]])
+    assert delta.tombstones({"options": {}}, kind, records) == ([], records)
+    assert delta.tombstones(delta_run, democrm.kinds["messages"], records) == ([], records)
+
+
 def test_a_delta_refuses_a_provider_function_writer_and_versions_each_kind() -> None:
     run = {"options": {"mode": "delta"}, "mapping": None}
     writer = destinations.writer_for(run, democrm, "people")

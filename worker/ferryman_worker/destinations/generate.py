@@ -34,6 +34,12 @@ _CONSTANTS = {
     Constant.KIND: sql.SQL("%(kind)s::text"),
 }
 _COUNT_SLOTS = sql.SQL("(SELECT count(*) FROM slots)")
+_GONE = sql.SQL(
+    "gone AS (UPDATE ferryman_ledger SET source_deleted_at = now()"
+    " WHERE workspace = %(workspace)s AND kind = %(kind)s"
+    " AND source_id = ANY(%(deleted)s::text[]) AND source_deleted_at IS NULL)"
+)
+"""A delta's tombstones (``deleted``: source ids the listing marks deleted), recorded."""
 
 
 def _tail(tail: Tail, written: sql.Composable, skipped: sql.Composable) -> sql.Composable:
@@ -282,7 +288,7 @@ def statement(
     written: sql.Composable = _COUNT_SLOTS
     skipped: sql.Composable = sql.SQL("0")
     if versions.delta:
-        ctes += _revisions(shape, select, lateral)
+        ctes += [*_revisions(shape, select, lateral), _GONE]
         updates = sql.SQL("(SELECT count(*) FROM revised)") if shape.updates() else sql.SQL("0")
         written = sql.SQL("{} + {}").format(_COUNT_SLOTS, updates)
         skipped = sql.SQL(
@@ -552,6 +558,7 @@ def landing_statement(source_id: str, tail: Tail, versions: Versions = FULL) -> 
                 " AND l.source_id = v.ferryman_source_id)"
             ),
         ]
+        ctes.append(_GONE)
         written = sql.SQL("{} + (SELECT count(*) FROM revised)").format(_COUNT_SLOTS)
         skipped = sql.SQL(
             "(SELECT count(*) FROM known WHERE ferryman_known_id IS NOT NULL)"

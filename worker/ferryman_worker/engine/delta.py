@@ -55,6 +55,21 @@ def since(run: Mapping[str, Any], kind: str) -> datetime.datetime | None:
     return None if text is None else datetime.datetime.fromisoformat(text)
 
 
+def tombstones(
+    run: Mapping[str, Any], kind: Kind, records: list[dict[str, Any]]
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The source ids of the records a delta's listing marks deleted (``changedSince.deleted``),
+    and the other records; in a full run, or for a kind whose listing reports no deletions,
+    none and all of them."""
+    field = kind.changed_since.deleted if kind.changed_since else ""
+    if not field or not is_delta(run):
+        return [], records
+    gone = [str(r.get("id")) for r in records if r.get(field) is True]
+    if not gone:
+        return [], records
+    return gone, [r for r in records if r.get(field) is not True]
+
+
 def listing_params(run: Mapping[str, Any], kind: Kind) -> dict[str, str]:
     """The query parameters asking ``kind``'s listing for what changed in this delta run;
     empty for a full run, or a kind without ``changedSince``, or one read whole."""

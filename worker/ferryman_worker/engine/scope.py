@@ -191,8 +191,9 @@ class Scope:
         database refuses sends the window round again, row by row. A window the gate refused
         while the run was suspended is written again when the run was resumed before the job
         looked at it (the task still its own); otherwise the job stops (``Stop``)."""
+        deleted, records = delta.tombstones(self.run, self.kind, records)
         valid, malformed = windows.validate(self.kind, records)
-        window = windows.Window(offset, valid, [*extra_malformed, *malformed])
+        window = windows.Window(offset, valid, [*extra_malformed, *malformed], deleted)
         began = time.perf_counter()
         try:
             try:

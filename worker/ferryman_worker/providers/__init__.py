@@ -109,6 +109,10 @@ class ChangedSince:
     version_type: Literal["datetime", "integer"] = "datetime"
     """The version field's type: a time, or an integer that grows with each change."""
 
+    deleted: str = ""
+    """A record field whose true value marks a tombstone in the listing: a record deleted
+    since; "": the listing reports no deletions."""
+
     def params(self, since: datetime.datetime) -> dict[str, str]:
         """The query parameter asking for the records changed at or after ``since`` (written
         to the second, rounded down)."""

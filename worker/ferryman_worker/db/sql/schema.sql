@@ -334,6 +334,7 @@ CREATE TABLE ferryman_ledger (
     row_id    bigint NOT NULL,
     run_id    bigint NOT NULL,
     source_version text COLLATE "C",  -- migrations/0050: the row's source version (NULL: unknown)
+    source_deleted_at timestamptz,    -- migrations/0050: when a delta saw the record deleted
     PRIMARY KEY (workspace, kind, source_id)
 );
 

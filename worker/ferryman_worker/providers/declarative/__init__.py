@@ -204,6 +204,7 @@ def _changed_since(kind: s.KindSpec) -> ChangedSince | None:
         declared.format,
         version,
         "integer" if kind_of == "integer" else "datetime",
+        declared.deleted,
     )
 
 

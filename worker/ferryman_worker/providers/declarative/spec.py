@@ -310,6 +310,12 @@ class ChangedSinceSpec(_Spec):
     change, e.g. updated_at): a record older than the imported one is never applied. "": a
     hash of the record is its version (any difference is applied)."""
 
+    deleted: str = ""
+    """A record field whose true value marks a deleted record in the changed-since listing (a
+    tombstone, e.g. deleted or archived): a delta records the deletion in the ledger
+    (ferryman_ledger.source_deleted_at) and leaves the row as it is. "": the listing reports
+    no deletions."""
+
 
 FieldType = Literal["string", "integer", "number", "boolean", "datetime", "date", "object"]
 

@@ -28,8 +28,9 @@ MAX_PAGE = 500
 
 LISTING = Offset(offset="start", size="limit")
 """Top-level listings: by start offset, striped; a short page is the last."""
-CHANGED = ChangedSince("updated_since", version="updated_at")
-"""A delta lists what changed since a time; each record's updated_at is its version."""
+CHANGED = ChangedSince("updated_since", version="updated_at", deleted="deleted")
+"""A delta lists what changed since a time; each record's updated_at is its version; a deleted
+record is a tombstone marked deleted."""
 CHILDREN = Offset(Stops(more="pagination.more"), offset="start", size="limit")
 """A deal's messages: page after page while ``pagination.more`` says so."""
 

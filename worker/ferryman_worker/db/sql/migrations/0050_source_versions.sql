@@ -3,6 +3,9 @@
 -- zero-padded integer, or 'h:' and the md5 of the record (a kind without a version field).
 -- NULL: unknown (written before versions were kept, or the record had no version).
 ALTER TABLE ferryman_ledger ADD COLUMN source_version text COLLATE "C";
+-- When a delta run learned that the source deleted the record (a tombstone in a changed-since
+-- listing); the row itself is left as it is.
+ALTER TABLE ferryman_ledger ADD COLUMN source_deleted_at timestamptz;
 
 -- Whether a record at version p_new should be applied over the row written at p_old: an
 -- unknown version on either side, or a different one, unless both are times or integers and
