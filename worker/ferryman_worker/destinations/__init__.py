@@ -143,7 +143,8 @@ def landing(source_id: str = "/id", versions: generate.Versions = generate.FULL)
 def versions_for(run: dict[str, Any], provider: Provider, kind: str) -> generate.Versions:
     """How ``kind``'s records are versioned (its provider's ``changedSince.version``, else a
     hash of the record), and whether ``run`` is a delta."""
-    changed = provider.kinds[kind].changed_since if kind in provider.kinds else None
+    declared = getattr(provider, "kinds", {}).get(kind)
+    changed = declared.changed_since if declared is not None else None
     delta = (run.get("options") or {}).get("mode") == "delta"
     if changed is None or not changed.version:
         return generate.Versions(delta=delta)
