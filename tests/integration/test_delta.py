@@ -13,7 +13,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from migration import SECRET, credential, engine_worker, request, start_run, wait_finished
+from migration import (
+    SECRET,
+    credential,
+    engine_worker,
+    extra_claims,
+    request,
+    start_run,
+    wait_finished,
+)
 from psycopg.types.json import Jsonb
 from tests.democrm.server_fixture import DemoCRM
 from workers import Subprocess, scalar, wait_for
@@ -198,8 +206,8 @@ def test_a_delta_whose_worker_is_killed_mid_way_applies_each_change_once(db_url:
         crm.change()
         with credential(crm.api_key), engine_worker(db_url):
             assert _run(db_url, crm.url, "full")["state"] == "succeeded"
-        with connect.connect(db_url) as conn:
-            conn.execute(COUNT_UPDATES)
+        with connect.connect(db_url) as conn:  # a slow trigger: a window takes about 60 ms
+            conn.execute(COUNT_UPDATES.replace("BEGIN", "BEGIN PERFORM pg_sleep(0.003);"))
         crm.change(update={"people": list(range(1, 2001))})
         crm.configure(latency_ms=100)
         env = {credential_env_var(SECRET["name"], SECRET["key"]): crm.api_key}
@@ -207,7 +215,8 @@ def test_a_delta_whose_worker_is_killed_mid_way_applies_each_change_once(db_url:
         try:
             for worker in workers:
                 worker.wait_ready()
-            run_id = start_run(db_url, _delta(crm.url, "catch-up", page_size=50, max_in_flight=4))
+            req = _delta(crm.url, "catch-up", page_size=200, window_size=20, max_in_flight=4)
+            run_id = start_run(db_url, req)
             count = "SELECT count(*) FROM app_updates"
             wait_for(lambda: scalar(db_url, count) >= 300, 120, "the delta's first updates")
             workers.pop(0).kill()  # mid-way: its windows in flight roll back
@@ -217,6 +226,7 @@ def test_a_delta_whose_worker_is_killed_mid_way_applies_each_change_once(db_url:
             for worker in workers:
                 worker.stop()
     assert final["state"] == "succeeded", final["error"]
+    assert extra_claims(db_url, run_id) >= 1  # the killed worker's tasks were taken again
     with connect.connect(db_url) as conn:
         twice = conn.execute(
             "SELECT row_id FROM app_updates GROUP BY row_id HAVING count(*) > 1"
