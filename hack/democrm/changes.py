@@ -1,119 +1,141 @@
-"""Records deleted and created while a client walks a listing, to show what each paging style
-does when the source changes under it (offsets drift; ids do not).
+"""Changes between runs: records edited, added and deleted while the server runs (for delta runs).
 
-A change names a kind (``organizations`` or ``people``: kinds nothing else is listed under),
-ids to ``delete`` and ids to ``create`` (ids of the dataset deleted before: created again, as
-they were), ``expire_cursors`` (every cursor given out so far, of any listing, answers 410 Gone
-from then on), and ``after_pages``: how many more pages of that kind the server answers before
-the change is applied (0: at once). A change that waits is applied right after the answer of its
-last page is built, so the client's next request sees it. Nothing else about a record changes,
-and the ground truth is the dataset as it is now.
+Off until the first ``POST /_changes``, so every other mode serves exactly what it always did.
+Once on, the listings of organizations, people and deals carry each record's ``updated_at``
+(``2015-01-01T00:00:00.000000Z`` for a record never changed since the server started) and take
+``updated_since`` (ISO 8601; only the records changed at or after it, and a tombstone
+``{"id", "deleted": true, "updated_at"}`` for each record deleted at or after it); a deleted
+record is no longer listed otherwise (the listing's offsets shift, as a real API's do), and
+added records follow the dataset's last ones, generated from the seed like them.
+``GET /_changes`` lists what changed.
 """
 
-from __future__ import annotations
-
+import datetime
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("organizations", "people")
+from democrm.data import EPOCH, LISTED
+
+UNCHANGED = datetime.datetime.fromtimestamp(EPOCH, datetime.UTC)
+EDITED_FIELD = {"organizations": "name", "people": "name", "deals": "title"}
+"""The field an edit changes: " (edit N)" is appended to it."""
+
+
+def stamp(at: datetime.datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class ChangeError(ValueError):
-    """A change the dataset cannot take; the message names the field."""
-
-
-@dataclass(frozen=True)
-class Change:
-    kind: str
-    delete: frozenset[int]
-    create: frozenset[int]
-    after_pages: int
-    expire_cursors: bool = False
-
-    @classmethod
-    def parse(cls, body: Mapping[str, Any], counts: Mapping[str, int]) -> Change:
-        unknown = sorted(set(body) - {"kind", "delete", "create", "after_pages", "expire_cursors"})
-        if unknown:
-            raise ChangeError(f"unknown field(s): {', '.join(unknown)}")
-        kind = body.get("kind")
-        if kind not in KINDS:
-            raise ChangeError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
-        after = body.get("after_pages", 0)
-        if not isinstance(after, int) or isinstance(after, bool) or not 0 <= after <= 10**6:
-            raise ChangeError(f"after_pages must be an integer from 0, got {after!r}")
-        delete, create = (ids(body, name, counts[kind]) for name in ("delete", "create"))
-        if delete & create:
-            raise ChangeError(f"ids both deleted and created: {sorted(delete & create)[:5]}")
-        expire = body.get("expire_cursors", False)
-        if not isinstance(expire, bool):
-            raise ChangeError(f"expire_cursors must be true or false, got {expire!r}")
-        return cls(kind, delete, create, after, expire)
-
-
-def ids(body: Mapping[str, Any], name: str, count: int) -> frozenset[int]:
-    values = body.get(name, [])
-    if not isinstance(values, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= count for v in values
-    ):
-        raise ChangeError(f"{name} must be a list of ids of the dataset (1..{count})")
-    return frozenset(values)
+    """A ``POST /_changes`` body that does not fit; the message names the field."""
 
 
 class Changes:
-    """The deleted ids per kind and the changes waiting for their page."""
+    """What changed since the server started, per listed kind (by record index, id - 1)."""
 
     def __init__(self) -> None:
+        self.active = False
+        self.edits: dict[str, dict[int, tuple[datetime.datetime, int]]] = {k: {} for k in LISTED}
+        """Index -> (when it last changed, how many edits it had)."""
+        self.deleted: dict[str, dict[int, datetime.datetime]] = {k: {} for k in LISTED}
+        self.added: dict[str, int] = dict.fromkeys(LISTED, 0)
         self._lock = threading.Lock()
-        self._deleted: dict[str, set[int]] = {kind: set() for kind in KINDS}
-        self._waiting: list[tuple[Change, int]] = []  # (change, pages still to answer)
-        self._applied = 0
-        self.epoch = 0
-        """Cursors given out before the last change that expired them carry an older epoch."""
 
-    def add(self, change: Change) -> None:
+    def apply(self, body: dict[str, Any], counts: dict[str, int]) -> dict[str, Any]:
+        """``{"update": {kind: [ids]}, "delete": {kind: [ids]}, "add": {kind: n}}``, every
+        part optional (``{}`` only switches the mode on); ``counts``: the dataset's sizes.
+        ChangeError, changing nothing, for an unknown part, kind or id."""
+        unknown = sorted(set(body) - {"update", "delete", "add"})
+        if unknown:
+            raise ChangeError(f"unknown part(s): {', '.join(unknown)} (use update, delete, add)")
+        now = datetime.datetime.now(datetime.UTC)
         with self._lock:
-            if change.after_pages == 0:
-                self._apply(change)
-            else:
-                self._waiting.append((change, change.after_pages))
-
-    def deleted(self, kind: str) -> tuple[int, ...]:
-        """The kind's deleted record indices (id - 1), sorted."""
-        gone = self._deleted.get(kind)
-        if not gone:
-            return ()
-        with self._lock:
-            return tuple(sorted(i - 1 for i in gone))
-
-    def answered(self, kind: str) -> None:
-        """A page of ``kind`` was built: apply the changes that waited for it."""
-        if not self._waiting:
-            return
-        with self._lock:
-            waiting = []
-            for change, pages in self._waiting:
-                if change.kind == kind:
-                    pages -= 1
-                if pages == 0:
-                    self._apply(change)
+            plan = [
+                *self._ids(body.get("update", {}), counts, "update"),
+                *self._ids(body.get("delete", {}), counts, "delete"),
+            ]
+            added = self._added(body.get("add", {}))
+            self.active = True
+            for part, kind, index in plan:
+                if part == "update":
+                    edits = self.edits[kind].get(index, (now, 0))[1]
+                    self.edits[kind][index] = (now, edits + 1)
                 else:
-                    waiting.append((change, pages))
-            self._waiting = waiting
+                    self.deleted[kind][index] = now
+            for kind, n in added.items():
+                first = counts[kind] + self.added[kind]
+                for index in range(first, first + n):
+                    self.edits[kind][index] = (now, 0)
+                self.added[kind] += n
+            return self.view()
+
+    def _ids(self, part: Any, counts: dict[str, int], name: str) -> list[tuple[str, str, int]]:
+        if not isinstance(part, dict):
+            raise ChangeError(f"{name} must be an object of kind -> list of ids")
+        found = []
+        for kind, ids in part.items():
+            if kind not in LISTED:
+                raise ChangeError(f"{name}.{kind}: not a listed kind ({', '.join(LISTED)})")
+            size = counts[kind] + self.added[kind]
+            if not isinstance(ids, list) or not all(
+                isinstance(i, int) and 1 <= i <= size for i in ids
+            ):
+                raise ChangeError(f"{name}.{kind}: must be a list of ids from 1 to {size}")
+            found += [(name, kind, i - 1) for i in ids]
+        return found
+
+    def _added(self, part: Any) -> dict[str, int]:
+        if not isinstance(part, dict) or not all(
+            kind in LISTED and isinstance(n, int) and 0 <= n <= 100_000 for kind, n in part.items()
+        ):
+            raise ChangeError(f"add must be an object of kind -> count ({', '.join(LISTED)})")
+        return dict(part)
+
+    def count(self, kind: str, base: int) -> int:
+        """Records of ``kind`` ever listed: the dataset's and the added ones."""
+        return base + self.added[kind]
+
+    def listed(self, kind: str, base: int, since: datetime.datetime | None) -> list[int]:
+        """Indices of the records a listing serves, in order: not deleted, and with ``since``
+        changed at or after it."""
+        with self._lock:
+            deleted = self.deleted[kind]
+            if since is not None and since > UNCHANGED:
+                edits = self.edits[kind]
+                changed = {i for i, (at, _) in edits.items() if at >= since and i not in deleted}
+                gone = {i for i, at in deleted.items() if at >= since}
+                return sorted(changed | gone)
+            return [i for i in range(self.count(kind, base)) if i not in deleted]
+
+    def revise(self, kind: str, index: int, record: dict[str, Any]) -> dict[str, Any]:
+        """The record as it is now: its edits applied, its ``updated_at`` set; a deleted one's
+        tombstone (``{"id", "deleted": true, "updated_at"}``)."""
+        if index in self.deleted[kind]:
+            return {
+                "id": index + 1,
+                "deleted": True,
+                "updated_at": stamp(self.deleted[kind][index]),
+            }
+        at, edits = self.edits[kind].get(index, (UNCHANGED, 0))
+        revised = {**record, "updated_at": stamp(at)}
+        field = EDITED_FIELD[kind]
+        if edits and isinstance(revised.get(field), str):
+            revised[field] = f"{revised[field]} (edit {edits})"
+        return revised
 
     def view(self) -> dict[str, Any]:
-        with self._lock:
-            return {
-                "deleted": {kind: sorted(ids) for kind, ids in self._deleted.items()},
-                "waiting": len(self._waiting),
-                "applied": self._applied,
-                "cursor_epoch": self.epoch,
-            }
+        """What changed, by kind: ids updated (with their edit count), deleted, added."""
+        return {
+            "active": self.active,
+            "updated": {
+                k: {str(i + 1): n for i, (_, n) in e.items() if n} for k, e in self.edits.items()
+            },
+            "deleted": {k: sorted(i + 1 for i in d) for k, d in self.deleted.items()},
+            "added": dict(self.added),
+        }
 
-    def _apply(self, change: Change) -> None:
-        gone = self._deleted[change.kind]
-        gone |= change.delete
-        gone -= change.create
-        self.epoch += change.expire_cursors
-        self._applied += 1
+
+def parse_since(text: str) -> datetime.datetime:
+    """``updated_since`` as an aware time (a time without a zone is UTC); ValueError if not
+    ISO 8601."""
+    at = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return at if at.tzinfo is not None else at.replace(tzinfo=datetime.UTC)

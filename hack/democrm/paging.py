@@ -98,18 +98,23 @@ def by_offset(listing: Listing, path: str, params: dict[str, list[str]]) -> Prod
     start, limit = int_param(params, "start", 0, 0, MAX_START), size(params, "limit")
 
     def produce() -> tuple[Any, Headers]:
-        records = listing.at(start, limit)
-        end = start + len(records)
-        more = end < listing.total
-        pagination = {
-            "start": start,
-            "limit": limit,
-            "more": more,
-            "next_start": end if more else None,
-        }
-        return {"data": records, "pagination": pagination}, ()
+        return offset_page(listing.at(start, limit), start, limit, listing.total), ()
 
     return produce
+
+
+def offset_page(records: list[Record], start: int, limit: int, total: int) -> dict[str, Any]:
+    """An offset page: the records and ``{start, limit, more, next_start}``."""
+    end = start + len(records)
+    more = end < total
+    pagination = {"start": start, "limit": limit, "more": more, "next_start": end if more else None}
+    return {"data": records, "pagination": pagination}
+
+
+def page_params(query: str) -> tuple[int, int]:
+    """``start`` (default 0) and ``limit`` (default 100, at most 500), or 400."""
+    params = parse_qs(query, keep_blank_values=True)
+    return int_param(params, "start", 0, 0, MAX_START), size(params, "limit")
 
 
 def by_page(listing: Listing, path: str, params: dict[str, list[str]]) -> Produce:

@@ -20,7 +20,7 @@ def ground_truth(
 ) -> dict[str, Any]:
     """``{"dataset": {...}, "<kind>": {"count", "ids", "malformed"}}`` for the four kinds; deals
     also have ``gone``, the ids of deals deleted after their listing (``gone_deal_rate``).
-    ``deleted``: record indices per kind deleted while serving (``POST /_changes``)."""
+    ``deleted``: record indices per kind deleted while serving (``POST /_drift``)."""
     truth: dict[str, Any] = {"dataset": dataclasses.asdict(source.dataset)}
     for kind in data.LISTED:
         indices: Iterable[int] = range(source.count(kind))

@@ -11,8 +11,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
-from democrm import budget, paging
+from democrm import budget, changes, paging
 from democrm.state import State
 from democrm.wire import ApiError, Headers, Request, Response, json_response
 
@@ -102,11 +103,35 @@ def perform(state: State, key: str, call: Call) -> Response:
 
 
 def prepare_listing(state: State, kind: str, query: str) -> Call:
+    if state.changes.active:
+        start, limit = paging.page_params(query)
+        return changed_listing(state, kind, query, start, limit)
     source = state.source
     make = {"organizations": source.organization, "people": source.person, "deals": source.deal}
-    listing = paging.Listing(0, source.count(kind), make[kind], state.changes.deleted(kind))
-    produce = paging.prepare(listing, f"/v1/{kind}", query, state.changes.epoch)
-    return Call(True, produce, lambda: state.changes.answered(kind))
+    listing = paging.Listing(0, source.count(kind), make[kind], state.drift.deleted(kind))
+    produce = paging.prepare(listing, f"/v1/{kind}", query, state.drift.epoch)
+    return Call(True, produce, lambda: state.drift.answered(kind))
+
+
+def changed_listing(state: State, kind: str, query: str, start: int, limit: int) -> Call:
+    """A listing once changes are on (``changes``): deleted records left out, each record
+    with its ``updated_at``, and ``updated_since`` honoured."""
+    text = parse_qs(query).get("updated_since", [None])[-1]
+    try:
+        since = None if text is None else changes.parse_since(text)
+    except ValueError:
+        message = f"updated_since must be an ISO 8601 time, got {text!r}"
+        raise ApiError(400, "bad_request", message) from None
+    make = {"organizations": state.source.organization, "people": state.source.person,
+            "deals": state.source.deal}[kind]  # fmt: skip
+    listed = state.changes.listed(kind, state.source.count(kind), since)
+
+    def produce() -> tuple[Any, Headers]:
+        chosen = listed[start : start + limit]
+        records = [state.changes.revise(kind, i, make(i)) for i in chosen]
+        return paging.offset_page(records, start, limit, len(listed)), ()
+
+    return Call(True, produce)
 
 
 def prepare_messages(state: State, deal: str, query: str) -> Call:
@@ -119,7 +144,7 @@ def prepare_messages(state: State, deal: str, query: str) -> Call:
     end = first + state.source.message_count(deal_id - 1)
     listing = paging.Listing(first, end, state.source.message)
     path = f"/v1/deals/{deal_id}/messages"
-    return Call(True, paging.prepare(listing, path, query, state.changes.epoch))
+    return Call(True, paging.prepare(listing, path, query, state.drift.epoch))
 
 
 def prepare_body(state: State, message: str, query: str) -> Call:

@@ -112,16 +112,23 @@ class DemoCRM:
         """Change runtime settings (latency, faults, budget); returns the resulting config."""
         return self._control("POST", "/_config", json=settings)
 
-    def change(self, **change: Any) -> dict[str, Any]:
-        """Delete or create records now or after some pages (``POST /_changes``)."""
-        return self._control("POST", "/_changes", json=change)
+    def drift(self, **change: Any) -> dict[str, Any]:
+        """Delete or create records, or expire cursors, now or after some pages of a kind
+        (``POST /_drift``)."""
+        return self._control("POST", "/_drift", json=change)
 
-    def changes(self) -> dict[str, Any]:
-        """The deleted ids per kind and how many changes wait or were applied."""
-        return self._control("GET", "/_changes")
+    def drifted(self) -> dict[str, Any]:
+        """The deleted ids per kind, how many drift changes wait or were applied, the cursor
+        epoch (``GET /_drift``)."""
+        return self._control("GET", "/_drift")
 
     def stats(self) -> dict[str, Any]:
         return self._control("GET", "/_stats")
+
+    def change(self, **parts: Any) -> dict[str, Any]:
+        """Edit, add or delete records (``update={kind: [ids]}``, ``add={kind: n}``,
+        ``delete={kind: [ids]}``; none: only switch changes on): ``POST /_changes``."""
+        return self._control("POST", "/_changes", json=parts)
 
     def reset_stats(self) -> dict[str, Any]:
         return self._control("DELETE", "/_stats")

@@ -1,5 +1,5 @@
 """A page token the source expires mid-walk (the demo CRM's cursors, expired at a chosen page
-with ``/_changes``): the chain begins again at its first page, the ledger writes once what it
+with ``/_drift``): the chain begins again at its first page, the ledger writes once what it
 lists again, and a source that keeps expiring them fails the run with its answer."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _run(db_url: str, *pages: int) -> tuple[dict[str, Any], list[int], dict[str,
     definition = democrm_styles.definition("cursor")
     with DemoCRM.start(seed=32, **DATASET) as crm, credential(crm.api_key), engine_worker(db_url):
         for after in pages:
-            crm.change(kind="organizations", expire_cursors=True, after_pages=after)
+            crm.drift(kind="organizations", expire_cursors=True, after_pages=after)
         run = request(crm.url, kinds=["organizations"], provider_definition=definition,
                       page_size=100)  # fmt: skip
         final = wait_finished(db_url, start_run(db_url, run))

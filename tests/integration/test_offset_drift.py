@@ -1,5 +1,5 @@
 """A source whose records are deleted or created while a run walks it (the demo CRM's
-``/_changes``, applied after a given page). Pages by position (offset, page number, Link header)
+``/_drift``, applied after a given page). Pages by position (offset, page number, Link header)
 drift: a record deleted behind the walk makes the next page skip a live record; a record created
 behind it makes the next page list records already written, which the ledger writes once. Pages
 after an id (next URL, cursor, keyset) neither skip nor repeat. A record created behind the walk
@@ -30,11 +30,11 @@ def _run(db_url: str, style: str, *changes: dict[str, Any]) -> tuple[dict[str, A
     dataset = {"organizations": ORGANIZATIONS, "people": 0, "deals": 0, "malformed_rate": 0}
     with DemoCRM.start(seed=31, **dataset) as crm, credential(crm.api_key), engine_worker(db_url):
         for change in changes:
-            crm.change(kind="organizations", **change)
+            crm.drift(kind="organizations", **change)
         run = request(crm.url, kinds=["organizations"], provider_definition=definition,
                       stripes=1, page_size=PAGE)  # fmt: skip
         final = wait_finished(db_url, start_run(db_url, run))
-        assert crm.changes()["waiting"] == 0, "a change was never applied"
+        assert crm.drifted()["waiting"] == 0, "a change was never applied"
     with connect.connect(db_url) as conn:
         rows = conn.execute("SELECT source_id FROM crm_organizations").fetchall()
         ledger = conn.execute("SELECT count(*) AS n FROM ferryman_ledger").fetchone()

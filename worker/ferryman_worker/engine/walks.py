@@ -44,11 +44,11 @@ def fetch_page(scope: Scope, at: paging.Position, size: int) -> tuple[paging.Pos
     """The page at ``at``, its position and the task's offset inside it; when the source says
     the page's token is gone (expired), the chain's first page instead, written from its start
     (the ledger holds what it lists again)."""
-    kind, options = scope.kind, scope.source_options
-    request = paging.request(scope.provider, kind, at, size, None, options)
+    kind, extras = scope.kind, scope.listing_extras
+    request = paging.request(scope.provider, kind, at, size, None, *extras)
     answer = scope.call_all([request], gone_ok=at.restartable(kind))[0]
     if not isinstance(answer, SourceError):
         return at, answer, int(scope.task["processed_offset"])
     at = at.restarted(kind, answer)
     log.info("%s: %s; the chain begins again at its first page", kind.name, answer)
-    return at, scope.fetch(paging.request(scope.provider, kind, at, size, None, options)), 0
+    return at, scope.fetch(paging.request(scope.provider, kind, at, size, None, *extras)), 0

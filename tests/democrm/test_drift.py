@@ -1,4 +1,4 @@
-"""Records deleted and created while a client walks a listing (``POST /_changes``): pages by
+"""Records deleted and created while a client walks a listing (``POST /_drift``): pages by
 position (offset, page number, Link header) drift, pages after an id (next URL, cursor, keyset)
 do not."""
 
@@ -18,7 +18,7 @@ def test_records_deleted_behind_the_walk_make_pages_by_position_skip_live_ones(
     start_democrm: StartDemoCRM, style: str
 ) -> None:
     crm = start_democrm(**RECORDS)
-    crm.change(kind="organizations", delete=[1, 2, 3], after_pages=2)  # after ids 1..20
+    crm.drift(kind="organizations", delete=[1, 2, 3], after_pages=2)  # after ids 1..20
     with crm.client() as http:
         ids = walker.walk(http, "/v1/organizations", style, limit=10)
     skipped = [21, 22, 23] if style in BY_POSITION else []
@@ -31,8 +31,8 @@ def test_records_created_behind_the_walk_make_pages_by_position_list_some_twice(
     start_democrm: StartDemoCRM, style: str
 ) -> None:
     crm = start_democrm(**RECORDS)
-    crm.change(kind="organizations", delete=[1, 2, 3])
-    crm.change(kind="organizations", create=[1, 2, 3], after_pages=2)  # after ids 4..23
+    crm.drift(kind="organizations", delete=[1, 2, 3])
+    crm.drift(kind="organizations", create=[1, 2, 3], after_pages=2)  # after ids 4..23
     with crm.client() as http:
         ids = walker.walk(http, "/v1/organizations", style, limit=10)
     again = [21, 22, 23] if style in BY_POSITION else []
@@ -42,12 +42,12 @@ def test_records_created_behind_the_walk_make_pages_by_position_list_some_twice(
 
 def test_changes_wait_for_pages_of_their_own_kind(start_democrm: StartDemoCRM) -> None:
     crm = start_democrm(organizations=10, people=10, deals=0)
-    assert crm.change(kind="people", delete=[4], after_pages=1)["waiting"] == 1
+    assert crm.drift(kind="people", delete=[4], after_pages=1)["waiting"] == 1
     with crm.client() as http:
         http.get("/v1/organizations").raise_for_status()
-        assert crm.change(kind="people")["deleted"]["people"] == []
+        assert crm.drift(kind="people")["deleted"]["people"] == []
         http.get("/v1/people", params={"limit": 2}).raise_for_status()
-    view = crm.changes()
+    view = crm.drifted()
     deleted = {"organizations": [], "people": [4]}
     assert view == {"deleted": deleted, "waiting": 0, "applied": 2, "cursor_epoch": 0}
     assert crm.truth()["people"]["count"] == 9
@@ -55,7 +55,7 @@ def test_changes_wait_for_pages_of_their_own_kind(start_democrm: StartDemoCRM) -
 
 def test_cursors_given_out_before_they_expire_answer_410(start_democrm: StartDemoCRM) -> None:
     crm = start_democrm(**RECORDS)
-    crm.change(kind="organizations", expire_cursors=True, after_pages=1)
+    crm.drift(kind="organizations", expire_cursors=True, after_pages=1)
     with crm.client() as http:
         query = {"paging": "cursor", "limit": 10}
         old = http.get("/v1/organizations", params=query).json()["pagination"]["next_cursor"]
@@ -63,7 +63,7 @@ def test_cursors_given_out_before_they_expire_answer_410(start_democrm: StartDem
         assert expired.status_code == 410
         assert expired.json()["error"]["code"] == "cursor_expired"
         assert walker.walk(http, "/v1/organizations", "cursor", limit=10) == list(range(1, 61))
-    assert crm.changes()["cursor_epoch"] == 1
+    assert crm.drifted()["cursor_epoch"] == 1
 
 
 @pytest.mark.parametrize(
@@ -81,7 +81,7 @@ def test_cursors_given_out_before_they_expire_answer_410(start_democrm: StartDem
 def test_a_bad_change_is_a_400_naming_the_field_and_changes_nothing(
     shared_democrm: DemoCRM, change: dict[str, object], named: str
 ) -> None:
-    response = httpx.post(f"{shared_democrm.url}/_changes", json=change)
-    assert response.status_code == 400 and response.json()["error"]["code"] == "bad_change"
+    response = httpx.post(f"{shared_democrm.url}/_drift", json=change)
+    assert response.status_code == 400 and response.json()["error"]["code"] == "bad_drift"
     assert response.json()["error"]["message"].startswith(named)
-    assert shared_democrm.changes()["applied"] == 0
+    assert shared_democrm.drifted()["applied"] == 0
