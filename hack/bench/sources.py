@@ -264,7 +264,7 @@ def provider_document(target: Target, example: pathlib.Path) -> dict[str, Any]:
     if EXAMPLE_PROVIDER_AS_IS:
         return document
     kinds = document["spec"]["kinds"]
-    document["spec"]["phases"] = [list(target.collections)]
+    document["spec"]["phases"] = [list(kinds)]
     if target.server == "pocketbase":
         paged = kinds["organizations"]["pagination"]
         for name in target.collections:
