@@ -90,12 +90,16 @@ def start_pocketbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Start
 
 @pytest.fixture
 def start_json_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartServer]:
-    """`start_json_server(seed=, organizations=)`: a json-server of the test's own."""
+    """`start_json_server(seed=, organizations=, rate_limit=)`: a json-server of the test's own
+    (with `rate_limit`, behind hack/sources/json-server/ratelimit.js)."""
     servers: list[Running] = []
 
-    def start(seed: int = SEED, organizations: int = ORGANIZATIONS) -> Running:
+    def start(
+        seed: int = SEED, organizations: int = ORGANIZATIONS, rate_limit: pb.RateLimit | None = None
+    ) -> Running:
         folder = tmp_path_factory.mktemp("json-server")
-        running = launch(lambda: jsonserver.start(folder, seed, organizations), "json-server")
+        begin = lambda: jsonserver.start(folder, seed, organizations, rate_limit)  # noqa: E731
+        running = launch(begin, "json-server")
         servers.append(running)
         return running
 

@@ -6,11 +6,14 @@ Collections are top-level arrays with integer ids from 1 (`/organizations`, `/pe
 child names its parent in `organizationId`, `personId` or `dealId`, so json-server also answers the
 nested routes (`/organizations/1/people`). `_page`/`_limit` answers with a `Link` header
 (first/prev/next/last) and `X-Total-Count`; `_start`/`_limit` with `X-Total-Count`; keyset walks
-filter with `id_gte` and sort with `_sort=id`. No authentication, no rate limit; one Node thread.
+filter with `id_gte` and sort with `_sort=id`. No authentication, no rate limit of its own (a
+test may start it behind `ratelimit.js`, a fixed-window limiter answering 429 with Retry-After,
+loaded with json-server's `--middlewares`); one Node thread.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -25,6 +28,7 @@ import httpx
 
 from . import crm, process
 from .cache import SourceServerError, cache_dir, locked, log
+from .pocketbase import RateLimit
 
 VERSION = "0.17.4"  # pinned: the 1.0 betas repeat the last page past the end
 SOURCE = Path(__file__).resolve().parents[1] / "json-server"
@@ -95,9 +99,13 @@ def database(seed: int, organizations: int) -> Path:
 
 
 def start(
-    state_dir: Path, seed: int = crm.DEFAULT_SEED, organizations: int = crm.DEFAULT_ORGANIZATIONS
+    state_dir: Path,
+    seed: int = crm.DEFAULT_SEED,
+    organizations: int = crm.DEFAULT_ORGANIZATIONS,
+    rate_limit: RateLimit | None = None,
 ) -> process.Running:
-    """A seeded json-server on a free loopback port, its db.json in `state_dir`."""
+    """A seeded json-server on a free loopback port, its db.json in `state_dir`; with
+    `rate_limit`, behind the limiter of `ratelimit.js` (json-server has none of its own)."""
     script = install()
     node = shutil.which("node")
     if not node:
@@ -107,8 +115,16 @@ def start(
     port = process.free_port()
     url = f"http://{process.HOST}:{port}"
     logfile = state_dir / "json-server.log"
-    command = [node, str(script), "--host", process.HOST, "--port", str(port), "--quiet"]
-    pid = process.spawn([*command, "db.json"], state_dir, logfile)
+    command = [node, str(script), "--host", process.HOST, "--port", str(port), "--quiet", "db.json"]
+    env = None
+    if rate_limit is not None:  # after the source: --middlewares takes every argument after it
+        command += ["--middlewares", str(SOURCE / "ratelimit.js")]
+        env = {
+            **os.environ,
+            "FERRYMAN_RATE_LIMIT_REQUESTS": str(rate_limit.requests),
+            "FERRYMAN_RATE_LIMIT_SECONDS": str(rate_limit.seconds),
+        }
+    pid = process.spawn(command, state_dir, logfile, env)
     running = process.Running("json-server", url, pid, state_dir, logfile, str(script))
     try:
         process.wait_ready(f"{url}/organizations?_limit=1", pid, logfile)
@@ -117,7 +133,13 @@ def start(
     except BaseException:
         process.stop(pid, str(script))
         raise
-    running.details = {"version": VERSION, "seed": seed, "organizations": organizations}
+    limit = dataclasses.asdict(rate_limit) if rate_limit else None
+    running.details = {
+        "version": VERSION,
+        "seed": seed,
+        "organizations": organizations,
+        "rate_limit": limit,
+    }
     running.save()
     return running
 
