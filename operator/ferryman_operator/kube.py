@@ -122,3 +122,21 @@ class Kube:
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
+
+    async def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge ``status`` into the run's ``.status`` (a key set to None goes); a run gone
+        meanwhile is left alone."""
+        self._leading(f"patching the status of MigrationRun {namespace}/{name}")
+        try:
+            await asyncio.to_thread(
+                self.custom.patch_namespaced_custom_object_status,
+                crd.GROUP,
+                crd.VERSION,
+                namespace,
+                crd.PLURAL,
+                name,
+                {"status": status},
+            )
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise

@@ -19,6 +19,7 @@ from aiohttp import web
 from ferryman_operator import handlers, metrics
 from ferryman_operator.database import Database
 from ferryman_operator.errors import SettingsError
+from ferryman_operator.fleet import Fleet
 from ferryman_operator.kube import Kube, api_client
 from ferryman_operator.leader import Lease
 from ferryman_operator.runs import Runs
@@ -43,8 +44,8 @@ async def _main(settings: OperatorSettings, url: str) -> int:
     kube = Kube(api_client(settings.request_timeout))
     lease = Lease(kube, settings)
     kube.acting = lease.holding  # no write of ours once the leadership ran out
-    db = Database(url, settings.db_connections)
     seen = metrics.OperatorMetrics()
+    db = Database(url, settings.db_connections, seen.statements.inc)
     workers = Workers(db, kube, settings.default_lane_width, seen)
     try:
         async with metrics.serve(settings.metrics_port, seen):
@@ -75,10 +76,13 @@ async def _lead(
     lost (then the caller stands by for it again), False on a clean stop (SIGTERM)."""
     lease.lost = False
     stop = asyncio.Event()
-    registry = handlers.build(settings, Runs(db, kube, workers, seen, lease.holding), seen)
+    runs = Runs(db, kube, workers, seen, lease.holding)
+    fleet = Fleet(runs, settings.status_interval, seen)
+    registry = handlers.build(settings, runs, seen, fleet)
     pool_namespace = settings.pool_namespace or settings.lease_namespace
     keeper = asyncio.create_task(lease.keep(stop))
     sizing = asyncio.create_task(workers.watch(pool_namespace, settings.pool_interval))
+    refreshing = asyncio.create_task(fleet.run())
     operator = asyncio.create_task(
         kopf.operator(
             registry=registry,
@@ -102,7 +106,7 @@ async def _lead(
         else:
             await operator
     finally:
-        for task in (keeper, sizing, operator):
+        for task in (keeper, sizing, refreshing, operator):
             task.cancel()
         if not lease.lost:
             await lease.release()

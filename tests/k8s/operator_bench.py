@@ -188,7 +188,8 @@ class Bench:
     def wait_leader(self, process: Process, timeout: float = 30) -> None:
         def leads() -> bool:
             assert process.alive(), process.output()
-            return self.leader() == process.identity  # type: ignore[attr-defined]
+            identity: str = process.identity  # type: ignore[attr-defined]
+            return self.leader() == identity
 
         eventually(leads, timeout, f"{process.name} to hold the Lease")
 
@@ -248,9 +249,10 @@ class Bench:
                 (folder / key).write_text(base64.b64decode(value).decode())
 
     def apply(self, manifest: dict[str, Any], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        return self.cp.kubectl(
+        result: subprocess.CompletedProcess[str] = self.cp.kubectl(
             "apply", "-n", self.namespace, "-f", "-", input=json.dumps(manifest), **kwargs
         )
+        return result
 
     def get(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self.cp.kubectl_json("get", "mrun", name, "-n", self.namespace)

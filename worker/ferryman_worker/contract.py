@@ -289,6 +289,40 @@ def eta(conn: Connection, run_id: int) -> RunEta | None:
     return None if found is None else eta_status(found)
 
 
+@dataclasses.dataclass(frozen=True)
+class LiveRun:
+    """What a refresh shows of one run: its aggregate, and while it runs the "retrying …" line
+    and its ETA."""
+
+    progress: RunProgress
+    retrying: str | None = None
+    eta: RunEta | None = None
+
+
+def live_progress(conn: Connection, names: list[str], now: datetime.datetime) -> dict[str, LiveRun]:
+    """``progress``, ``retrying`` and ``eta`` of every run named in ``names`` (``namespace/name``;
+    a name with no run is left out) in at most four statements, however many runs are named."""
+    rows = runs.live_progress(conn, names) if names else []
+    moving = [int(row["id"]) for row in rows if _eta.running(row)]
+    failing = runs.retrying_of(conn, moving) if moving else {}
+    active: dict[int, list[dict[str, Any]]] = {run_id: [] for run_id in moving}
+    for kind in runs.kind_progress_of(conn, moving) if moving else []:
+        active[int(kind["run_id"])].append(kind)
+    work = _eta.open_work(conn, moving) if moving else {}
+    found = {}
+    for row in rows:
+        run_id = int(row["id"])
+        failed = failing.get(run_id)
+        found[str(row["name"])] = LiveRun(
+            _progress(row),
+            None if failed is None else wording.retrying_line(failed, now).strip(),
+            eta_status(_eta.of_run(row, active[run_id], work[run_id]))
+            if run_id in active
+            else None,
+        )
+    return found
+
+
 def eta_status(found: _eta.Estimate) -> RunEta:
     """``.status.eta`` from an estimate (``eta.read``)."""
     seconds = int(found.seconds)
