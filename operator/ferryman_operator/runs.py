@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -39,7 +40,7 @@ class Prefetched:
     runs: Mapping[str, contract.LiveRun]
     error: str | None = None
 
-    @property
+    @functools.cached_property
     def busy(self) -> dict[str, str]:
         """Each workspace's running run, of those read."""
         return {
@@ -94,6 +95,7 @@ class Runs:
         self._acting = acting  # the Lease is held: admit, write status and Events
         self._locks: dict[str, asyncio.Lock] = {}
         self._written: dict[str, dict[str, Any]] = {}
+        self._decided: dict[str, tuple[Any, ...]] = {}  # what a refresh decided each run from
 
     async def sync(
         self,
@@ -156,6 +158,10 @@ class Runs:
         others: list[Candidate],
         found: Prefetched,
     ) -> None:
+        workers = self._workers.condition(body["metadata"]["namespace"])
+        inputs = _inputs(body, me, others, found, workers)
+        if inputs is not None and self._decided.get(me.key) == inputs:
+            return  # nothing it is decided from has changed since: nor would its status
         async with self._lock(me.key):
             if not self._acting():
                 return
@@ -170,6 +176,8 @@ class Runs:
                     dict(body), event.type, event.reason, event.message[: events.MAX_MESSAGE]
                 )
             await self._expire(body, decided.status, decided.now)
+            if inputs is not None:
+                self._decided[me.key] = inputs
 
     def _lock(self, key: str) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
@@ -276,6 +284,7 @@ class Runs:
         gone): the status it wrote last, and its lock unless a handler holds it."""
         key = candidate(body).key
         self._written.pop(key, None)
+        self._decided.pop(key, None)
         lock = self._locks.get(key)
         if lock is not None and not lock.locked():
             del self._locks[key]
@@ -317,6 +326,27 @@ class Runs:
             log.info("run %s: cancelled because its MigrationRun was deleted", key)
             events.post(body, [Event("Normal", "Cancelled", DELETED)])
         return cancelled
+
+
+def _inputs(
+    body: Mapping[str, Any],
+    me: Candidate,
+    others: list[Candidate],
+    found: Prefetched,
+    workers: conditions.Wanted,
+) -> tuple[Any, ...] | None:
+    """Everything a refresh decides the run ``body`` from (its object's version, what the read
+    found of it and of its workspace, who is ahead of it, the workers' condition); None when the
+    read failed."""
+    if found.error is not None:
+        return None
+    return (
+        body["metadata"].get("resourceVersion"),
+        found.runs.get(me.key),
+        admission.ahead_of(me, others),
+        found.busy.get(me.workspace),
+        workers,
+    )
 
 
 def _ttl_left(body: Mapping[str, Any], now: datetime.datetime) -> float | None:
