@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import email.utils
 import http.server
 import socket
 import threading
@@ -18,6 +19,8 @@ ANSWERS: dict[str, tuple[int, dict[str, str], bytes]] = {
     "/json": (200, {"Content-Type": "application/json"}, b'{"data": [1, 2], "more": false}'),
     "/html": (200, {"Content-Type": "text/html"}, b"<html>maintenance</html>"),
     "/limited": (429, {"Retry-After": "7"}, b"{}"),
+    "/limited-until": (429, {"Retry-After": "(an HTTP date 90 s from now)"}, b"{}"),
+    "/limited-silently": (429, {}, b"{}"),
     "/broken": (503, {}, b"{}"),
     "/missing": (404, {}, b'{"error": "no such thing"}'),
     "/echo": (401, {}, f'{{"error": "bad token {TOKEN}"}}'.encode()),
@@ -34,6 +37,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         status, headers, body = ANSWERS.get(self.path.split("?")[0], ANSWERS["/json"])
+        if "Retry-After" in headers and headers["Retry-After"].startswith("("):
+            headers = {"Retry-After": email.utils.formatdate(time.time() + 90, usegmt=True)}
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
@@ -78,6 +83,20 @@ def test_a_429_says_how_long_to_wait(client: SourceClient) -> None:
     with pytest.raises(RateLimited) as caught:
         _get(client, "/limited")
     assert caught.value.retry_after == 7 and caught.value.retryable
+
+
+def test_a_429_may_say_until_when_as_an_http_date(client: SourceClient) -> None:
+    with pytest.raises(RateLimited) as caught:
+        _get(client, "/limited-until")
+    assert caught.value.retry_after is not None and 80 <= caught.value.retry_after <= 90
+    assert caught.value.pause(1) == caught.value.retry_after
+
+
+def test_a_429_that_says_nothing_backs_off_longer_each_time(client: SourceClient) -> None:
+    with pytest.raises(RateLimited) as caught:
+        _get(client, "/limited-silently")
+    assert caught.value.retry_after is None
+    assert [caught.value.pause(attempt) for attempt in (1, 2, 3)] == [1, 2, 4]
 
 
 @pytest.mark.parametrize(

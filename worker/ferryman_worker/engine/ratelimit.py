@@ -4,15 +4,22 @@ Every worker of one source credential shares one budget row. A process leases to
 chunks (one row update per lease, never per call) and spends them locally; a lease is only
 trusted for ``lease_seconds``, so a pause reaches every process within that time. A 429 with
 ``Retry-After`` drains the budget and pauses it for all.
+
+What a source says about its limits is read here too, from any response's headers: how long a
+429 asks us to wait (``retry_after``: ``Retry-After`` as seconds or an HTTP date, else a reset
+header), and the backoff when it says nothing (``backoff``).
 """
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import logging
+import math
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ferryman_worker import metrics
 from ferryman_worker.db import queries
@@ -22,6 +29,80 @@ log = logging.getLogger("ferryman.engine")
 
 UNLIMITED = 1e12
 """Capacity and refill of a credential with no declared budget: only 429s pause it."""
+
+
+MIN_WAIT = 1.0
+"""The shortest pause after a 429, whatever the source said (a date in the past, ``0``)."""
+MAX_WAIT = 3600.0
+"""The longest pause a source's header can ask for; a longer one (a daily quota, a bad clock)
+is cut to this, and the calls that fail again count toward the retry limit."""
+EPOCH_SECONDS = 1e9
+"""A reset header at or above this is a Unix time (GitHub's style), below it a delay."""
+
+
+def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds a 429 (or 503) asks us to wait: ``Retry-After`` as delay-seconds or an HTTP
+    date; else a reset header (``RateLimit``'s ``t``, ``RateLimit-Reset``,
+    ``X-RateLimit-Reset``, as a delay or a Unix time). None when the source says nothing
+    usable (the caller then backs off). Between ``MIN_WAIT`` and ``MAX_WAIT``."""
+    now = time.time() if now is None else now
+    value = headers.get("retry-after")
+    wait = _delay_or_date(value, now) if value else None
+    if wait is None:
+        wait = _reset_after(headers, now)
+    return None if wait is None else min(MAX_WAIT, max(MIN_WAIT, wait))
+
+
+def backoff(attempt: int, base: float = 1.0, cap: float = 60.0) -> float:
+    """The pause after the ``attempt``-th 429 in a row (1, 2, ...) that said nothing about
+    when to come back: 1 s, 2 s, 4 s ... up to ``cap``."""
+    return min(cap, base * 2.0 ** max(0, attempt - 1))
+
+
+def _delay_or_date(value: str, now: float) -> float | None:
+    """RFC 9110 Retry-After: a non-negative integer of seconds, or an HTTP date."""
+    text = value.strip()
+    number = _number(text)
+    if number is not None:
+        return number
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is always GMT
+        return None
+    return when.timestamp() - now
+
+
+def _reset_after(headers: Mapping[str, str], now: float) -> float | None:
+    ietf = _structured(headers.get("ratelimit", "")).get("t")
+    for value in (ietf, headers.get("ratelimit-reset"), headers.get("x-ratelimit-reset")):
+        number = _number(value.strip()) if value else None
+        if number is not None:
+            return number - now if number >= EPOCH_SECONDS else number
+    return None
+
+
+def _number(text: str) -> float | None:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
+
+
+_PARAMETER = re.compile(r"(?:^|[;,])\s*([a-z]+)\s*=\s*([^;,\s]+)")
+_IETF_NAMES = {"remaining": "r", "reset": "t", "limit": "q", "window": "w"}
+
+
+def _structured(value: str) -> dict[str, str]:
+    """The parameters of an IETF ``RateLimit`` / ``RateLimit-Policy`` field, as text, under the
+    current draft's names: its first item's (``"default";r=50;t=30``), or the older draft's
+    dictionary (``limit=100, remaining=50, reset=30``)."""
+    fields: dict[str, str] = {}
+    for name, text in _PARAMETER.findall(value):
+        fields.setdefault(_IETF_NAMES.get(name, name), text.strip('"'))
+    return fields
 
 
 def credential_key(base_url: str, token: str) -> str:

@@ -144,7 +144,7 @@ class Scope:
         if tries >= self.retry.attempts:
             raise SourceError(f"{error} (tried {tries} times)", retryable=True, status=error.status)
         if isinstance(error, RateLimited):
-            self.budget.pause(self.conn, error.retry_after)
+            self.budget.pause(self.conn, error.pause(tries))
 
     def _call(self, request: Request) -> Any:
         """One call's answer, or the SourceError it failed with (``map_`` must not raise)."""

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pydantic_core
 
+from ferryman_worker.engine import ratelimit
 from ferryman_worker.errors import FerrymanError
 from ferryman_worker.providers import Request
 
@@ -41,13 +42,17 @@ class SourceTimeout(SourceError):
 
 
 class RateLimited(SourceError):
-    """HTTP 429: wait ``retry_after`` seconds (the source said so)."""
+    """HTTP 429: wait ``retry_after`` seconds (the source said so), or back off (None: it did
+    not say for how long)."""
 
-    def __init__(self, retry_after: float) -> None:
-        super().__init__(
-            f"the source is rate-limiting us for {retry_after:.0f}s", retryable=True, status=429
-        )
+    def __init__(self, retry_after: float | None) -> None:
+        how_long = "" if retry_after is None else f" for {retry_after:.0f}s"
+        super().__init__(f"the source is rate-limiting us{how_long}", retryable=True, status=429)
         self.retry_after = retry_after
+
+    def pause(self, attempt: int) -> float:
+        """Seconds to pause the credential after the ``attempt``-th 429 of a call in a row."""
+        return ratelimit.backoff(attempt) if self.retry_after is None else self.retry_after
 
 
 @dataclasses.dataclass
@@ -84,7 +89,7 @@ class SourceClient:
                 f"GET {request.path} failed: {type(exc).__name__}", retryable=True
             ) from None
         if response.status_code == 429:
-            raise RateLimited(_retry_after(response))
+            raise RateLimited(ratelimit.retry_after(response.headers))
         status = response.status_code
         if status >= 500:
             raise SourceError(f"GET {request.path}: HTTP {status}", retryable=True, status=status)
@@ -117,13 +122,6 @@ def _hint(status: int) -> str:
             " spec.source.credentialsSecretRef names)"
         )
     return ""
-
-
-def _retry_after(response: httpx.Response) -> float:
-    try:
-        return max(1.0, float(response.headers.get("Retry-After", "1")))
-    except ValueError:
-        return 1.0
 
 
 @dataclasses.dataclass

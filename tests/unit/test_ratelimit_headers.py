@@ -1,0 +1,48 @@
+"""What a source's headers say about its limits: how long a 429 asks us to wait, in every form
+real APIs send it."""
+
+from __future__ import annotations
+
+import email.utils
+
+import httpx
+import pytest
+
+from ferryman_worker.engine import ratelimit
+
+NOW = 1_800_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("headers", "wait"),
+    [
+        ({"Retry-After": "7"}, 7),
+        ({"Retry-After": " 120 "}, 120),
+        ({"Retry-After": email.utils.formatdate(NOW + 45, usegmt=True)}, 45),
+        ({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, ratelimit.MIN_WAIT),  # in the past
+        ({"Retry-After": "0"}, ratelimit.MIN_WAIT),
+        ({"Retry-After": "86400"}, ratelimit.MAX_WAIT),
+        ({"Retry-After": "soon", "X-RateLimit-Reset": "12"}, 12),  # unusable: the reset header
+        ({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(NOW) + 30)}, 30),  # Unix time
+        ({"RateLimit-Remaining": "0", "RateLimit-Reset": "9"}, 9),  # IETF draft, fields
+        ({"RateLimit": '"default";r=0;t=25', "RateLimit-Policy": '"default";q=100;w=60'}, 25),
+        ({"RateLimit": "limit=100, remaining=0, reset=17"}, 17),  # the older draft's dictionary
+        ({"Retry-After": "3", "X-RateLimit-Reset": "50"}, 3),  # Retry-After wins
+    ],
+)
+def test_a_429_says_how_long_to_wait(headers: dict[str, str], wait: float) -> None:
+    assert ratelimit.retry_after(httpx.Headers(headers), now=NOW) == pytest.approx(wait)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Retry-After": "later"}, {"Retry-After": "-5"}, {"X-RateLimit-Reset": "nan"}],
+)
+def test_a_429_that_says_nothing_usable_leaves_the_wait_to_the_backoff(
+    headers: dict[str, str],
+) -> None:
+    assert ratelimit.retry_after(httpx.Headers(headers), now=NOW) is None
+
+
+def test_the_backoff_doubles_up_to_its_cap() -> None:
+    assert [ratelimit.backoff(n) for n in range(1, 9)] == [1, 2, 4, 8, 16, 32, 60, 60]
