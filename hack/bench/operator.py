@@ -311,7 +311,9 @@ def bench(
             FERRYMAN_OPERATOR_STATUS_INTERVAL=str(args.interval),
             FERRYMAN_OPERATOR_LEASE_DURATION="15",
             FERRYMAN_OPERATOR_POOL_INTERVAL="10",
+            wait=False,
         )
+        world.wait_leader(operator, timeout=180)  # a loaded machine starts Python slowly
         world.workers(2, lanes="migrations:8")
         pid = operator.proc.pid
         many(world, [manifest("live", n, slow, f"w{n}") for n in range(LIVE)])

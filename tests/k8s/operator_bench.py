@@ -185,7 +185,7 @@ class Bench:
         )
         return result.stdout.strip() or None if result.returncode == 0 else None
 
-    def wait_leader(self, process: Process, timeout: float = 30) -> None:
+    def wait_leader(self, process: Process, timeout: float = 90) -> None:
         def leads() -> bool:
             assert process.alive(), process.output()
             identity: str = process.identity  # type: ignore[attr-defined]

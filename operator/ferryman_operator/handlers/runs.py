@@ -60,10 +60,11 @@ def register(
         return {candidate(body).key: copy.deepcopy(dict(body))}
 
     @kopf.on.event(*RESOURCE, id="listed", when=lambda **_: not fleet.listed, registry=registry)
-    def listed(
+    async def listed(
         live: kopf.Index[str, dict[str, Any]], waiting: kopf.Index[str, Candidate], **_: Any
     ) -> None:
-        """kopf calls no handler before it listed every run: the refresh may begin."""
+        """kopf calls no handler before it listed every run: the refresh may begin (on the
+        event loop: an asyncio.Event is set)."""
         fleet.list_done(live, waiting)
 
     @kopf.daemon(
