@@ -26,6 +26,10 @@ class App:
             return ApiError(500, "internal", "unexpected server error").response()
 
     def _dispatch(self, request: Request) -> Response:
+        if request.path == "/oauth/token" and self.state.oauth:
+            if request.method != "POST":
+                raise ApiError(405, "method_not_allowed", "/oauth/token only supports POST")
+            return self.state.oauth.token(request)
         if request.path == "/v1" or request.path.startswith("/v1/"):
             endpoint, response = v1.handle(self.state, request)
             self.state.stats.record(endpoint, response.status)

@@ -3,6 +3,10 @@
 A bucket starts full at ``capacity`` and gains ``refill_per_s`` tokens per second up to it. A call
 that cannot be paid takes nothing and learns how long to wait; the API turns that into HTTP 429
 with ``Retry-After``. Capacity 0 disables the budget. Reconfiguring refills every bucket.
+
+Every answer tells the caller what is left, as real APIs do, in both common dialects:
+``X-RateLimit-Limit/-Remaining/-Reset`` and the IETF draft's ``RateLimit`` and
+``RateLimit-Policy`` (``rate_headers``). Reset is the seconds until the bucket is full again.
 """
 
 import math
@@ -46,6 +50,17 @@ class Budgets:
             self._buckets[key] = (tokens, now)
             return (cost - tokens) / self.refill_per_s if self.refill_per_s > 0 else math.inf
 
+    def left(self, key: str) -> tuple[float, float] | None:
+        """``key``'s tokens now and the seconds until its bucket is full again; None when the
+        budget is off."""
+        if self.capacity <= 0:
+            return None
+        with self._lock:
+            tokens = self._tokens(key, self._clock())
+        missing = self.capacity - tokens
+        full_in = missing / self.refill_per_s if self.refill_per_s > 0 else math.inf
+        return tokens, full_in if missing > 0 else 0.0
+
     def remaining(self) -> dict[str, float]:
         """Tokens in each known key's bucket, now."""
         with self._lock:
@@ -63,3 +78,23 @@ def retry_after(wait: float) -> int:
     if not math.isfinite(wait):
         return MAX_RETRY_AFTER
     return max(1, min(MAX_RETRY_AFTER, math.ceil(wait)))
+
+
+def rate_headers(budgets: Budgets, key: str) -> tuple[tuple[str, str], ...]:
+    """What is left of ``key``'s budget, as response headers (none when the budget is off)."""
+    left = budgets.left(key)
+    if left is None:
+        return ()
+    tokens, full_in = left
+    remaining, reset = int(tokens), retry_after(full_in) if full_in > 0 else 0
+    window = retry_after(
+        budgets.capacity / budgets.refill_per_s if budgets.refill_per_s else math.inf
+    )
+    limit = int(budgets.capacity)
+    return (
+        ("X-RateLimit-Limit", str(limit)),
+        ("X-RateLimit-Remaining", str(remaining)),
+        ("X-RateLimit-Reset", str(reset)),
+        ("RateLimit-Policy", f'"budget";q={limit};w={window}'),
+        ("RateLimit", f'"budget";r={remaining};t={reset}'),
+    )

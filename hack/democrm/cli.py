@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from democrm import data, server, truth, wire
+from democrm import data, oauth, server, truth, wire
 from democrm.app import App
 from democrm.settings import RUNTIME_RANGES, Dataset, Runtime, SettingsError
 from democrm.state import State
@@ -109,6 +109,24 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         help="accepted bearer token (repeatable); without any, every non-empty token is accepted",
     )
     net.add_argument("-v", "--verbose", action="store_true", help="log every request to stderr")
+    auth = serve.add_argument_group("OAuth2 (on when --oauth-client-id is given)")
+    auth.add_argument("--oauth-client-id", help="the one client's id")
+    auth.add_argument("--oauth-client-secret", default="", help="the client's secret")
+    auth.add_argument(
+        "--oauth-refresh-token", help="the first refresh token (single-use, rotated on use)"
+    )
+    auth.add_argument(
+        "--oauth-access-ttl",
+        type=bounded(float, 1, 86_400),
+        default=3600.0,
+        help="seconds an access token lives (default 3600)",
+    )
+    auth.add_argument(
+        "--oauth-token-latency-ms",
+        type=bounded(float, 0, 60_000),
+        default=0.0,
+        help="sleep before answering the token endpoint, in ms (default 0)",
+    )
     group = serve.add_argument_group("runtime (changeable with POST /_config)")
     defaults = Runtime()
     for name, (low, high) in RUNTIME_RANGES.items():
@@ -127,7 +145,16 @@ def run_serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(str(exc))
     level = logging.INFO if args.verbose else logging.WARNING
     logging.basicConfig(stream=sys.stderr, level=level, format="democrm: %(message)s")
-    state = State(data.Source(dataset), runtime, frozenset(args.api_key))
+    client = None
+    if args.oauth_client_id:
+        client = oauth.Client(
+            args.oauth_client_id,
+            args.oauth_client_secret,
+            args.oauth_refresh_token,
+            args.oauth_access_ttl,
+            args.oauth_token_latency_ms,
+        )
+    state = State(data.Source(dataset), runtime, frozenset(args.api_key), client)
     return server.serve(App(state), args.host, args.port, args.verbose)
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
-from democrm import truth
+from democrm import oauth, truth
 from democrm.settings import SettingsError
 from democrm.state import State
 from democrm.wire import ApiError, Request, Response, json_response
@@ -50,6 +50,21 @@ def delete_stats(state: State, request: Request) -> Response:
     return get_stats(state, request)
 
 
+def get_oauth(state: State, request: Request) -> Response:
+    return json_response(oauth_mode(state).stats())
+
+
+def expire_oauth(state: State, request: Request) -> Response:
+    oauth_mode(state).expire()
+    return get_oauth(state, request)
+
+
+def oauth_mode(state: State) -> oauth.OAuth:
+    if state.oauth is None:
+        raise ApiError(404, "not_found", "OAuth is off: start the server with --oauth-client-id")
+    return state.oauth
+
+
 def config_view(state: State) -> dict[str, Any]:
     return {
         "runtime": dataclasses.asdict(state.runtime),
@@ -77,6 +92,8 @@ ROUTES: dict[tuple[str, str], Callable[[State, Request], Response]] = {
     ("POST", "/_config"): post_config,
     ("GET", "/_stats"): get_stats,
     ("DELETE", "/_stats"): delete_stats,
+    ("GET", "/_oauth"): get_oauth,
+    ("POST", "/_oauth/expire"): expire_oauth,
 }
 
 

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from democrm import budget, data, faults, stats
+from democrm import budget, data, faults, oauth, stats
 from democrm.settings import Runtime
 
 BUDGET_SETTINGS = frozenset({"budget_capacity", "budget_refill_per_s"})
@@ -16,12 +16,18 @@ BUDGET_SETTINGS = frozenset({"budget_capacity", "budget_refill_per_s"})
 
 class State:
     def __init__(
-        self, source: data.Source, runtime: Runtime, api_keys: frozenset[str] = frozenset()
+        self,
+        source: data.Source,
+        runtime: Runtime,
+        api_keys: frozenset[str] = frozenset(),
+        oauth_client: oauth.Client | None = None,
     ) -> None:
         self.source = source
         self.runtime = runtime
         self.api_keys = api_keys
-        """Accepted bearer tokens; empty means any non-empty token (each with its own budget)."""
+        """Accepted bearer tokens; empty means any non-empty token (each with its own budget),
+        unless OAuth is on: then only the access tokens it issued (and these keys)."""
+        self.oauth = oauth.OAuth(oauth_client) if oauth_client else None
         self.budgets = budget.Budgets(runtime.budget_capacity, runtime.budget_refill_per_s)
         self.faults = faults.Faults(source.dataset.seed)
         self.stats = stats.Stats()

@@ -2,7 +2,8 @@
 
 A request is checked in this order, and the first failure answers it: route (404), method (405),
 bearer token (401), parameters and existence (400, 404), budget (429, nothing charged), then the
-injected stall and error (the call is already paid), then the latency sleep, then the data.
+injected stall and error (the call is already paid), then the latency sleep, then the data,
+with what is left of the key's budget in rate-limit headers.
 """
 
 import time
@@ -63,16 +64,20 @@ def resolve(path: str) -> tuple[str, Prepare, str] | None:
 
 
 def authenticate(state: State, authorization: str | None) -> str:
-    """The API key of a ``Bearer`` authorization header, or 401."""
+    """The budget key of a ``Bearer`` authorization header (the API key, or with OAuth the
+    client id of a live access token), or 401."""
     scheme, _, token = (authorization or "").partition(" ")
     token = token.strip()
-    if scheme.lower() == "bearer" and token and (not state.api_keys or token in state.api_keys):
-        return token
+    if scheme.lower() == "bearer" and token:
+        if token in state.api_keys or not (state.api_keys or state.oauth):
+            return token
+        if state.oauth and state.oauth.access(token):
+            return state.oauth.client.client_id
     raise ApiError(
         401,
         "unauthorized",
-        "send a valid API key as 'Authorization: Bearer <key>'",
-        (("WWW-Authenticate", 'Bearer realm="democrm"'),),
+        "send a valid API key or access token as 'Authorization: Bearer <key>'",
+        (("WWW-Authenticate", 'Bearer realm="democrm", error="invalid_token"'),),
     )
 
 
@@ -82,7 +87,8 @@ def perform(state: State, key: str, call: Call) -> Response:
     if wait is not None:
         seconds = budget.retry_after(wait)
         message = f"token budget spent for this API key; retry after {seconds} s"
-        raise ApiError(429, "rate_limited", message, (("Retry-After", str(seconds)),))
+        headers = (("Retry-After", str(seconds)), *budget.rate_headers(state.budgets, key))
+        raise ApiError(429, "rate_limited", message, headers)
     fault = state.faults.draw(runtime.error_rate, runtime.stall_rate)
     if fault.stall:
         time.sleep(runtime.stall_seconds)
@@ -91,7 +97,7 @@ def perform(state: State, key: str, call: Call) -> Response:
     delay_ms = runtime.latency_ms if call.listing else runtime.body_latency_ms
     if delay_ms > 0:
         time.sleep(delay_ms / 1000)
-    return json_response(call.produce())
+    return json_response(call.produce(), headers=budget.rate_headers(state.budgets, key))
 
 
 def prepare_listing(state: State, kind: str, query: str) -> Call:

@@ -4,6 +4,7 @@ import time
 
 import httpx
 from tests.democrm.conftest import StartDemoCRM
+from tests.democrm.server_fixture import DemoCRM
 
 
 def test_a_spent_budget_answers_429_with_retry_after_and_refills(
@@ -60,3 +61,24 @@ def test_costs_are_configurable(start_democrm: StartDemoCRM) -> None:
     crm.configure(listing_cost=50)
     with crm.client() as http:
         assert [http.get("/v1/deals").status_code for _ in range(3)] == [200, 200, 429]
+
+
+def test_every_answer_says_what_is_left_of_the_budget(start_democrm: StartDemoCRM) -> None:
+    crm = start_democrm(organizations=5, budget_capacity=100, budget_refill_per_s=0.01)
+    with crm.client() as http:
+        first = http.get("/v1/people").headers  # a listing costs 20
+        assert first["X-RateLimit-Limit"] == "100"
+        assert first["X-RateLimit-Remaining"] == "80"
+        assert int(first["X-RateLimit-Reset"]) >= 2000  # 20 tokens back at 0.01/s
+        assert first["RateLimit-Policy"] == '"budget";q=100;w=3600'  # the longest it says
+        assert first["RateLimit"] == f'"budget";r=80;t={first["X-RateLimit-Reset"]}'
+        for _ in range(4):
+            http.get("/v1/people")
+        refused = http.get("/v1/people")
+        assert refused.status_code == 429 and refused.headers["X-RateLimit-Remaining"] == "0"
+
+
+def test_without_a_budget_no_rate_headers_are_sent(democrm: DemoCRM) -> None:
+    with democrm.client() as http:
+        headers = http.get("/v1/people").headers
+    assert not any(name.lower().startswith(("ratelimit", "x-ratelimit")) for name in headers)

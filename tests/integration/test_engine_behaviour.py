@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 from collections.abc import Callable
@@ -169,15 +170,33 @@ def test_admission_allows_one_live_run_per_workspace_even_under_a_race(db_url: s
 
 
 def test_admission_refuses_a_provider_whose_writer_function_is_missing(db_url: str) -> None:
+    own_writers = {"provider": "democrm"}  # a mapping of no kind: the provider's functions
     with connect.connect(db_url) as conn:
         conn.execute("DROP FUNCTION democrm_write_people(jsonb, text, text, bigint)")
         with pytest.raises(ConfigurationError) as refused:
-            runs.admit(conn, request("http://127.0.0.1:1"))
+            runs.admit(
+                conn, dataclasses.replace(request("http://127.0.0.1:1"), mapping=own_writers)
+            )
         assert "democrm_write_people" in str(refused.value)
         assert "ferryman db migrate" in str(refused.value)
         assert runs.progress(conn) == []  # nothing admitted
         run = runs.admit(conn, request("http://127.0.0.1:1", kinds=["organizations"]))
         assert run["kinds"] == ["organizations"]  # a run that does not need it is admitted
+
+
+def test_admission_refuses_a_mapping_that_does_not_fit_the_database(db_url: str) -> None:
+    with connect.connect(db_url) as conn:
+        conn.execute("ALTER TABLE crm_messages RENAME COLUMN sender TO sent_by")
+        with pytest.raises(ConfigurationError) as refused:
+            runs.admit(conn, request("http://127.0.0.1:1"))
+        assert "kinds.messages.columns.sender: crm_messages has no column sender" in str(
+            refused.value
+        )
+        assert runs.progress(conn) == []  # nothing admitted
+        run = runs.admit(conn, request("http://127.0.0.1:1", kinds=["organizations"]))
+        assert run["mapping"]["catalog"]["organizations"]["sequence"] == (
+            "public.crm_organizations_id_seq"
+        )
 
 
 def test_concurrent_barrier_attempts_have_one_winner(db_url: str) -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import time
 
+import httpx
+import pytest
+
 from ferryman_worker.db import connect
 from ferryman_worker.engine.ratelimit import Budget, credential_key
 
@@ -53,3 +56,38 @@ def test_a_429_pauses_every_worker_of_the_credential(db_url: str) -> None:
         second.reserve(two, 1)  # another process: it waits out the pause first
     assert sleeps and 1.5 < sleeps[0] <= 2.0
     assert 1.5 < time.monotonic() - began < 3.0
+
+
+def test_the_quota_the_source_reports_caps_the_budget_of_every_worker(db_url: str) -> None:
+    sleeps: list[float] = []
+    with connect.connect(db_url) as one, connect.connect(db_url) as two:
+        first = _budget(sleeps, capacity=1000, refill_per_s=50, chunk=100)
+        second = _budget(sleeps, capacity=1000, refill_per_s=50, chunk=100)
+        first.observe(httpx.Headers({"X-RateLimit-Remaining": "30", "X-RateLimit-Reset": "60"}))
+        first.reserve(one, 1)  # tells the shared budget: 30 left, not 1000
+        assert sleeps == []
+        second.reserve(two, 20)  # another process: the 29 left went to the first; it waits
+    assert sleeps and 0.1 < sleeps[0] <= 0.45
+
+
+class _Waits(Exception):
+    """Raised by a sleep that only records how long it was asked to wait."""
+
+
+def _record(seconds: float) -> None:
+    raise _Waits(seconds)
+
+
+def test_a_spent_quota_pauses_every_worker_until_the_source_s_reset(
+    db_url: str,
+) -> None:
+    sleeps: list[float] = []
+    with connect.connect(db_url) as one, connect.connect(db_url) as two:
+        first = Budget(credential_key("http://crm", "token"), sleep=_record)
+        first.reserve(one, 1)
+        first.observe(httpx.Headers({"RateLimit": '"default";r=0;t=2'}))
+        with pytest.raises(_Waits) as told:
+            first.reserve(one, 1)  # tells the shared budget, and would wait out the reset
+        _budget(sleeps).reserve(two, 1)  # another process: waits too
+    assert 1.5 < told.value.args[0] <= 2.0
+    assert sleeps and 1.5 < sleeps[0] <= 2.0

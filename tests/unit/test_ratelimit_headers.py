@@ -46,3 +46,24 @@ def test_a_429_that_says_nothing_usable_leaves_the_wait_to_the_backoff(
 
 def test_the_backoff_doubles_up_to_its_cap() -> None:
     assert [ratelimit.backoff(n) for n in range(1, 9)] == [1, 2, 4, 8, 16, 32, 60, 60]
+
+
+@pytest.mark.parametrize(
+    ("headers", "remaining", "reset"),
+    [
+        ({"X-RateLimit-Remaining": "42", "X-RateLimit-Reset": "30"}, 42, 30),
+        ({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(NOW) + 90)}, 0, 90),
+        ({"RateLimit-Remaining": "7"}, 7, None),
+        ({"RateLimit": '"default";r=5;t=12', "RateLimit-Policy": '"default";q=100;w=60'}, 5, 12),
+        ({"RateLimit": "limit=100, remaining=3, reset=4"}, 3, 4),
+    ],
+)
+def test_a_response_says_what_is_left_of_the_quota(
+    headers: dict[str, str], remaining: float, reset: float | None
+) -> None:
+    assert ratelimit.quota(httpx.Headers(headers), now=NOW) == ratelimit.Quota(remaining, reset)
+
+
+def test_a_response_without_rate_headers_says_nothing_of_the_quota() -> None:
+    headers = httpx.Headers({"X-RateLimit-Limit": "100", "Content-Type": "application/json"})
+    assert ratelimit.quota(headers, now=NOW) is None

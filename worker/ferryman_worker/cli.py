@@ -225,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_worker(commands)
     _add_db(commands)
     _add_jobs(commands)
+    _add_mapping(commands)
     run = commands.add_parser(
         "run",
         help="run (or resume) a MigrationRun YAML without Kubernetes",
@@ -314,6 +315,63 @@ def _add_db(commands: Any) -> None:
     sub.add_parser("migrate", help="apply pending migrations (safe to run concurrently)")
     sub.add_parser("status", help="list migrations and when they were applied")
     db.set_defaults(handler=cmd_db)
+
+
+def _add_mapping(commands: Any) -> None:
+    mapping = commands.add_parser(
+        "mapping", help="check a mapping against a database, write a sample of it, its schema"
+    )
+    sub = mapping.add_subparsers(dest="mapping_command", required=True, metavar="ACTION")
+    check = sub.add_parser(
+        "check", help="check a mapping file against the database's tables: one line a problem"
+    )
+    sample = sub.add_parser(
+        "sample",
+        help="write a few records through a mapping in a transaction that is rolled back, and "
+        "show the rows it would write (references resolved) and what the database refuses",
+    )
+    for p in (check, sample):
+        p.add_argument("file", help="the mapping (YAML)")
+        p.add_argument(
+            "--database",
+            metavar="URL",
+            help="the application's database (default: FERRYMAN_DATABASE_URL, or the embedded one)",
+        )
+    sample.add_argument(
+        "--records",
+        metavar="FILE",
+        help="JSON {kind: [record, ...]} to write (default: the records that landed in "
+        "ferryman_landing for the workspace)",
+    )
+    sample.add_argument("--workspace", default="sample", help="the workspace written for")
+    sample.add_argument("--limit", type=_positive, default=5, help="records per kind (default 5)")
+    sub.add_parser("schema", help="print the JSON Schema of a mapping file")
+    mapping.set_defaults(handler=cmd_mapping)
+
+
+def cmd_mapping(args: argparse.Namespace, settings: Settings) -> int:
+    from ferryman_worker.db import connect
+    from ferryman_worker.destinations import commands, mapping
+
+    if args.mapping_command == "schema":
+        return commands.schema(sys.stdout)
+    found = mapping.load_file(args.file)
+    with connect.connect(args.database or database_url(settings)) as conn:
+        if args.mapping_command == "check":
+            return commands.check(conn, found, sys.stdout)
+        if args.records:
+            records = commands.records_file(args.records)
+        else:
+            records = commands.landed(conn, args.workspace, list(found.kinds), args.limit)
+        return commands.sample(
+            conn,
+            found,
+            records,
+            args.workspace,
+            args.limit,
+            sys.stdout,
+            lambda rows: _table(rows, list(rows[0]) if rows else ["source"]),
+        )
 
 
 def _add_jobs(commands: Any) -> None:

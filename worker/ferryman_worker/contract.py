@@ -102,10 +102,18 @@ def run_key(run: MigrationRun) -> str:
     return f"{run.metadata.namespace}/{run.metadata.name}"
 
 
-def request_for(run: MigrationRun, lane_width: int) -> runs.RunRequest:
-    """The admission request for a MigrationRun; the lane width sets the default in-flight."""
+def request_for(
+    run: MigrationRun, lane_width: int, mapping: dict[str, Any] | None = None
+) -> runs.RunRequest:
+    """The admission request for a MigrationRun; the lane width sets the default in-flight;
+    ``mapping`` is the document ``spec.mapping`` names (read by the caller)."""
     spec, source = run.spec, run.spec.source
     options = spec.options
+    if spec.mapping is not None and mapping is None:
+        raise ConfigurationError(
+            f"spec.mapping.file: {spec.mapping.file!r} is read by `ferryman run` only; here, "
+            "leave spec.mapping out (the provider's shipped mapping is used)"
+        )
     return runs.RunRequest(
         name=run_key(run),
         workspace=spec.workspace,
@@ -119,6 +127,7 @@ def request_for(run: MigrationRun, lane_width: int) -> runs.RunRequest:
         options=engine_options(
             options, spec.effective_max_in_flight(lane_width), source.rate_limit
         ),
+        mapping=mapping,
     )
 
 
@@ -139,7 +148,9 @@ def engine_options(
     }
 
 
-def admit(conn: Connection, run: MigrationRun, lane_width: int) -> int:
+def admit(
+    conn: Connection, run: MigrationRun, lane_width: int, mapping: dict[str, Any] | None = None
+) -> int:
     """Admit and start the run (or find it, if it was admitted before, and start it if the
     process that admitted it died before it was started); returns its id.
 
@@ -152,7 +163,7 @@ def admit(conn: Connection, run: MigrationRun, lane_width: int) -> int:
         ):
             runs.start(conn, existing)  # admitted, then the admitting process died: finish it
         return int(existing["id"])
-    row = runs.admit(conn, request_for(run, lane_width))
+    row = runs.admit(conn, request_for(run, lane_width, mapping))
     runs.start(conn, row)
     if run.spec.suspend:
         runs.suspend(conn, int(row["id"]))

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import datetime
 import os
+import pathlib
 import shlex
 import shutil
 import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 from ferryman_worker import console, contract, eta, reaper, wording
 from ferryman_worker.db import connect, migrate
@@ -51,14 +52,16 @@ def run_file(
     the lanes and the credential are checked before ``database()`` (which may start a server)."""
     spec = contract.load_run_file(path)
     width = lane_width(settings)
+    mapping = mapping_file(path, spec)
     runtime = EngineRuntime(
         settings.credentials_dir, settings.source_timeout, settings.sync_windows
     )
-    runtime.token(contract.request_for(spec, width).credential)  # missing: say so, admit nothing
+    request = contract.request_for(spec, width, mapping)
+    runtime.token(request.credential)  # missing: say so, admit nothing
     url = database()
     with connect.connect(url) as conn:
         migrate.migrate(conn)
-        _admit_or_resume(conn, spec, width, settings, out)
+        _admit_or_resume(conn, spec, width, mapping, settings, out)
         worker = Worker(settings, url, resources={RESOURCE: runtime})
         interrupted = threading.Event()
         previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
@@ -72,17 +75,29 @@ def run_file(
         return _report(conn, final, interrupted.is_set(), path, command(settings), out)
 
 
+def mapping_file(path: str, spec: contract.MigrationRun) -> dict[str, Any] | None:
+    """The mapping ``spec.mapping.file`` names (relative to the run file), validated; None if
+    the spec names none."""
+    if spec.spec.mapping is None:
+        return None
+    from ferryman_worker.destinations import mapping
+
+    found = pathlib.Path(path).parent / spec.spec.mapping.file
+    return mapping.dump(mapping.load_file(found))
+
+
 def _admit_or_resume(
     conn: connect.Connection,
     spec: contract.MigrationRun,
     width: int,
+    mapping: dict[str, Any] | None,
     settings: Settings,
     out: TextIO,
 ) -> None:
     name = contract.run_key(spec)
     existing = runs.by_name(conn, name)
     if existing is None:
-        run_id = contract.admit(conn, spec, width)
+        run_id = contract.admit(conn, spec, width, mapping)
         print(f"run {name} admitted (id {run_id})", file=out)
         return
     run_id = int(existing["id"])

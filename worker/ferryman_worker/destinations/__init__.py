@@ -12,18 +12,27 @@ errors, the gate.
 Every writer is given the same named parameters: ``rows`` (jsonb array of records), ``workspace``,
 ``kind`` and ``run_id``; a window statement also ``task_id``, ``job_id``, ``offset`` and ``errors``
 (see ``queries.sql``: write_window, write_rows).
+
+Which writer a kind gets (``writer_for``): the run's mapping, if it maps the kind (a statement
+generated from it, see ``generate``); else the provider's own SQL function, if it has one; else
+the landing table ``ferryman_landing``, where each record lands as jsonb.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.resources
+import json
 from typing import Any, Protocol
 
 from psycopg import sql
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.destinations import catalog, generate
+from ferryman_worker.destinations.mapping import Mapping, dump, load_file, parse
+from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers import Provider
 
 
@@ -79,6 +88,95 @@ def _with_function(name: str, function: str) -> bytes:
     return statement.as_bytes(None)  # composed once: identifiers need no connection to quote
 
 
+@dataclasses.dataclass(frozen=True)
+class StatementWriter:
+    """A writer that is a statement composed by ferryman: generated from a mapping, or the
+    landing table's."""
+
+    window: bytes
+    rows: bytes
+
+    def window_statement(self) -> bytes:
+        return self.window
+
+    def rows_statement(self) -> bytes:
+        return self.rows
+
+    def problems(self, conn: Connection) -> list[str]:
+        return []  # checked with its mapping at admission (catalog.check)
+
+
+@functools.cache
+def _generated(snapshot: str, kind: str) -> StatementWriter:
+    """The statements of ``kind`` generated from a run's mapping snapshot (as JSON text)."""
+    data = json.loads(snapshot)
+    mapped = Mapping.model_validate(data["mapping"]).kinds[kind]
+    found = generate.KindCatalog.from_json(data["catalog"][kind])
+    return StatementWriter(
+        generate.statement(mapped, found, "window"), generate.statement(mapped, found, "rows")
+    )
+
+
+@functools.cache
+def landing(source_id: str = "/id") -> StatementWriter:
+    """The writer of a kind without a mapping: its records land as jsonb in
+    ``ferryman_landing`` (workspace, kind, source id, record, run)."""
+    return StatementWriter(
+        generate.landing_statement(source_id, "window"),
+        generate.landing_statement(source_id, "rows"),
+    )
+
+
 def writer_for(run: dict[str, Any], provider: Provider, kind: str) -> Writer:
-    """The writer of ``kind`` in ``run``: today the provider's own SQL function."""
-    return FunctionWriter(provider.writer(kind))
+    """The writer of ``kind`` in ``run``: generated from the run's mapping if it maps the kind;
+    else the provider's own SQL function, if it names one; else the landing table."""
+    snapshot = run.get("mapping")
+    if snapshot and kind in snapshot["mapping"].get("kinds", {}):
+        return _generated(json.dumps(snapshot, sort_keys=True), kind)
+    function = getattr(provider, "writer", None)
+    name = function(kind) if callable(function) else None
+    return FunctionWriter(name) if name else landing()
+
+
+def snapshot(conn: Connection, mapping: Mapping, kinds: list[str]) -> dict[str, Any]:
+    """What a run keeps of its mapping: the mapping and what the catalog says of its tables.
+    ConfigurationError, one line per problem, if the mapping cannot write here."""
+    report = catalog.check(conn, mapping, kinds)
+    if report.problems:
+        raise ConfigurationError(
+            f"mapping for {mapping.provider!r} cannot write here:\n  "
+            + "\n  ".join(report.problems)
+        )
+    return {
+        "mapping": dump(mapping),
+        "catalog": {k: dataclasses.asdict(c) for k, c in report.catalogs.items()},
+    }
+
+
+def builtin(provider: str) -> Mapping | None:
+    """The mapping shipped with ferryman for ``provider`` (``mappings/<provider>.yaml``)."""
+    path = importlib.resources.files(__name__).joinpath("mappings", f"{provider}.yaml")
+    if not path.is_file():
+        return None
+    with importlib.resources.as_file(path) as file:
+        return load_file(file)
+
+
+def mapping_for(document: object | None, provider: Provider) -> Mapping | None:
+    """The run's mapping: ``document`` (``spec.mapping``, parsed) validated, or, if there is
+    none, the one shipped for the provider. ConfigurationError names what does not fit."""
+    mapping = parse(document, source="spec.mapping") if document is not None else None
+    if mapping is None:
+        return builtin(provider.name)
+    if mapping.provider != provider.name:
+        raise ConfigurationError(
+            f"spec.mapping.provider: the mapping is for {mapping.provider!r}, the run's "
+            f"provider is {provider.name!r}: use a mapping written for {provider.name!r}"
+        )
+    unknown = sorted(set(mapping.kinds) - set(provider.kinds))
+    if unknown:
+        raise ConfigurationError(
+            f"spec.mapping.kinds: {unknown} not provided by {provider.name!r}; it provides "
+            f"{sorted(provider.kinds)}"
+        )
+    return mapping

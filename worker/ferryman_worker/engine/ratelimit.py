@@ -7,11 +7,15 @@ trusted for ``lease_seconds``, so a pause reaches every process within that time
 
 What a source says about its limits is read here too, from any response's headers: how long a
 429 asks us to wait (``retry_after``: ``Retry-After`` as seconds or an HTTP date, else a reset
-header), and the backoff when it says nothing (``backoff``).
+header), the backoff when it says nothing (``backoff``), and what is left of the account's quota
+(``quota``: ``X-RateLimit-Remaining/-Reset``, the IETF ``RateLimit`` fields). The last is
+reconciled into the shared budget, so quota that another integration spent on the same account
+slows every worker before the source has to refuse them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import hashlib
 import logging
@@ -51,6 +55,28 @@ def retry_after(headers: Mapping[str, str], now: float | None = None) -> float |
     if wait is None:
         wait = _reset_after(headers, now)
     return None if wait is None else min(MAX_WAIT, max(MIN_WAIT, wait))
+
+
+@dataclasses.dataclass(frozen=True)
+class Quota:
+    """What one response said is left of the account's quota, in the provider's cost units."""
+
+    remaining: float
+    reset_after: float | None
+    """Seconds until the quota comes back (None: not said)."""
+
+
+def quota(headers: Mapping[str, str], now: float | None = None) -> Quota | None:
+    """The quota a response reports (the IETF ``RateLimit`` field's ``r``/``t``,
+    ``RateLimit-Remaining/-Reset`` or ``X-RateLimit-Remaining/-Reset``); None if none."""
+    now = time.time() if now is None else now
+    ietf = _structured(headers.get("ratelimit", "")).get("r")
+    for value in (ietf, headers.get("ratelimit-remaining"), headers.get("x-ratelimit-remaining")):
+        remaining = _number(value.strip()) if value else None
+        if remaining is not None:
+            reset = _reset_after(headers, now)
+            return Quota(remaining, None if reset is None else min(MAX_WAIT, max(0.0, reset)))
+    return None
 
 
 def backoff(attempt: int, base: float = 1.0, cap: float = 60.0) -> float:
@@ -134,12 +160,18 @@ class Budget:
         self._leased_at = float("-inf")
         self._ensured = False
         self._paused_until = 0.0
+        self._seen: Quota | None = None
+        self._largest_cost = 0.0
+        self._reconciled_at = float("-inf")
 
     def reserve(self, conn: Connection, cost: float) -> None:
         """Block until ``cost`` tokens are this caller's. Call on a job thread, between
         transactions: a lease is one short autocommit update."""
         while True:
             with self._lock:
+                self._largest_cost = max(self._largest_cost, cost)
+                if self._seen is not None and self._reconcile_due():
+                    self._reconcile(conn, self._seen)
                 if time.monotonic() - self._leased_at > self.lease_seconds:
                     self._tokens = 0.0
                 if self._tokens >= cost:
@@ -150,6 +182,39 @@ class Budget:
                 metrics.token_wait(self.credential, wait)
                 self._sleep(wait)
 
+    def observe(self, headers: Mapping[str, str]) -> None:
+        """A response's headers, on any thread and without the database: what they say is left
+        of the quota caps this process's tokens now and the shared budget at the next
+        ``reserve``."""
+        seen = quota(headers)
+        if seen is None:
+            return
+        with self._lock:
+            self._tokens = min(self._tokens, seen.remaining)
+            self._seen = seen
+
+    def _reconcile_due(self) -> bool:
+        """Tell the shared budget at most once per lease period, unless the quota runs low."""
+        assert self._seen is not None
+        low = self._seen.remaining < self.chunk
+        return low or time.monotonic() - self._reconciled_at >= self.lease_seconds
+
+    def _reconcile(self, conn: Connection, seen: Quota) -> None:
+        """The shared budget holds no more than the source says is left; with less left than a
+        call costs, every worker pauses until the source's reset (a declared refill cannot know
+        what others spend meanwhile: waiting for it alone would meet a 429 at every call)."""
+        spent = seen.remaining < max(1.0, self._largest_cost)
+        pause = seen.reset_after if spent and seen.reset_after is not None else 0.0
+        if not self._ensured:
+            self._ensure(conn)
+        conn.execute(
+            queries.engine("reconcile_budget"),
+            {"credential": self.credential, "remaining": seen.remaining, "pause": pause},
+        )
+        self._seen, self._reconciled_at = None, time.monotonic()
+        if pause:
+            self._note_pause(pause, "the source reported its quota spent")
+
     def pause(self, conn: Connection, seconds: float) -> None:
         """The source said 429 / Retry-After: pause every worker of the credential."""
         with self._lock:
@@ -157,29 +222,20 @@ class Budget:
             conn.execute(
                 queries.engine("pause_budget"), {"credential": self.credential, "seconds": seconds}
             )
-            now = time.monotonic()
-            until = now + seconds
-            if until > self._paused_until:
-                metrics.paused(self.credential, until - max(now, self._paused_until))
-                self._paused_until = until
-                log.info(
-                    "source credential %s paused for %gs: the source answered 429",
-                    self.credential,
-                    seconds,
-                )
+            self._note_pause(seconds, "the source answered 429")
+
+    def _note_pause(self, seconds: float, why: str) -> None:
+        now = time.monotonic()
+        until = now + seconds
+        if until > self._paused_until:
+            metrics.paused(self.credential, until - max(now, self._paused_until))
+            self._paused_until = until
+            log.info("source credential %s paused for %gs: %s", self.credential, seconds, why)
 
     def _lease(self, conn: Connection, want: float, cost: float) -> float:
         """Lease up to ``want`` tokens; returns seconds to wait before trying again (0: got)."""
         if not self._ensured:
-            conn.execute(
-                queries.engine("ensure_budget"),
-                {
-                    "credential": self.credential,
-                    "capacity": self.capacity,
-                    "refill_per_s": self.refill_per_s,
-                },
-            )
-            self._ensured = True
+            self._ensure(conn)
         row = conn.execute(
             queries.engine("lease_tokens"), {"credential": self.credential, "want": want}
         ).fetchone()
@@ -196,6 +252,17 @@ class Budget:
             return 0.0
         return min(5.0, (cost - self._tokens) / max(float(row["refill_per_s"]), 1e-9))
 
+    def _ensure(self, conn: Connection) -> None:
+        conn.execute(
+            queries.engine("ensure_budget"),
+            {
+                "credential": self.credential,
+                "capacity": self.capacity,
+                "refill_per_s": self.refill_per_s,
+            },
+        )
+        self._ensured = True
+
 
 class Budgets:
     """One Budget per credential in this process, so leftovers serve the next task."""
@@ -211,3 +278,10 @@ class Budgets:
                 budget = Budget(credential, capacity or UNLIMITED, refill_per_s or UNLIMITED)
                 self._budgets[credential] = budget
             return budget
+
+    def observe(self, credential: str, headers: Mapping[str, str]) -> None:
+        """A response's headers for ``credential``'s budget (ignored before it exists)."""
+        with self._lock:
+            budget = self._budgets.get(credential)
+        if budget is not None:
+            budget.observe(headers)

@@ -42,13 +42,23 @@ class RunRequest:
     credential: dict[str, str]
     kinds: list[str]
     options: dict[str, Any]
+    mapping: dict[str, Any] | None = None
+    """``spec.mapping`` as parsed; None: the mapping shipped for the provider, if any."""
 
 
 def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
     """Insert the run; AdmissionRefused if the workspace has a live run (even under a race),
-    ConfigurationError if the provider or a writer of its kinds is missing."""
+    ConfigurationError if the provider or a writer of its kinds is missing, or its mapping
+    cannot write here (every problem, one a line)."""
     provider = load_provider(request.provider)
     run_phases = phases_for(provider, request.kinds)
+    mapping = destinations.mapping_for(request.mapping, provider)
+    snapshot = None
+    if mapping is not None:
+        kinds = [kind for phase in run_phases for kind in phase]
+        parents = {k: p for k in kinds if (p := provider.kinds[k].parent) is not None}
+        run_phases = mapping.phases_for(run_phases, parents)
+        snapshot = destinations.snapshot(conn, mapping, kinds)
     params: dict[str, Any] = {
         "name": request.name,
         "workspace": request.workspace,
@@ -58,8 +68,10 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
         "kinds": [kind for phase in run_phases for kind in phase],
         "phases": Jsonb(run_phases),
         "options": Jsonb(request.options),
+        "mapping": Jsonb(snapshot) if snapshot is not None else None,
     }
-    _check_writers(conn, params, provider, [kind for phase in run_phases for kind in phase])
+    kinds = [kind for phase in run_phases for kind in phase]
+    _check_writers(conn, {**params, "mapping": snapshot}, provider, kinds)
     try:
         with conn.transaction():
             row = conn.execute(queries.engine("admit_run"), params).fetchone()

@@ -12,6 +12,8 @@ import pathlib
 import re
 import threading
 
+import httpx
+
 from ferryman_worker.engine.ratelimit import Budget, Budgets, credential_key
 from ferryman_worker.engine.source import SourceClient
 from ferryman_worker.errors import ConfigurationError
@@ -61,8 +63,18 @@ class EngineRuntime:
             client = self._clients.get((base_url, token))
             if client is None:
                 client = SourceClient(base_url, token, self.source_timeout)
+                self._observe_quota(client, credential_key(base_url, token))
                 self._clients[(base_url, token)] = client
             return client
+
+    def _observe_quota(self, client: SourceClient, credential: str) -> None:
+        """Every answer's rate-limit headers reach the credential's budget (ratelimit.quota)."""
+
+        def observe(response: httpx.Response) -> None:
+            self.budgets.observe(credential, response.headers)
+
+        hooks = client.client.event_hooks
+        client.client.event_hooks = {**hooks, "response": [*hooks["response"], observe]}
 
     def budget(self, base_url: str, token: str, rate_limit: dict[str, float] | None) -> Budget:
         limit = rate_limit or {}

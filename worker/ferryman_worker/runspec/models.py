@@ -199,6 +199,13 @@ class RunOptions(_Model):
     """Deals whose messages one email task imports."""
 
 
+class MappingRef(_Model):
+    """Where the run's mapping is: which of the application's tables each kind is written to."""
+
+    file: Annotated[str, Field(min_length=1, max_length=4096)]
+    """A mapping YAML file, relative to the run file (read by `ferryman run`)."""
+
+
 class ConflictPolicy(enum.StrEnum):
     """What admission does with a run whose workspace already has a live run."""
 
@@ -229,6 +236,15 @@ class MigrationRunSpec(_Model):
         list[Identifier], Field(json_schema_extra={"x-kubernetes-list-type": "set"})
     ] = Field(default_factory=list)
     """Kinds to import, e.g. [organizations, people]; empty: every kind the provider has."""
+
+    mapping: Annotated[
+        MappingRef | None,
+        Field(
+            json_schema_extra={"x-kubernetes-validations": [_cel("self == oldSelf", _IMMUTABLE)]}
+        ),
+    ] = None
+    """Where the records go in the application's tables; absent: the mapping the provider ships,
+    if any (else the provider's own writers, else the landing table)."""
 
     options: RunOptions = Field(default_factory=RunOptions)
     """Tuning: stripes, page and window sizes, in-flight limit, fetch threads."""

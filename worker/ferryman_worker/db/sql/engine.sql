@@ -2,9 +2,10 @@
 
 -- name: admit_run
 -- One live run per workspace: the partial unique index refuses a second, even under a race.
-INSERT INTO ferryman_runs (name, workspace, provider, base_url, credential, kinds, phases, options)
+INSERT INTO ferryman_runs (name, workspace, provider, base_url, credential, kinds, phases, options,
+                           mapping)
 VALUES (%(name)s, %(workspace)s, %(provider)s, %(base_url)s, %(credential)s, %(kinds)s,
-        %(phases)s, %(options)s)
+        %(phases)s, %(options)s, %(mapping)s)
 RETURNING *;
 
 -- name: missing_writers
@@ -289,6 +290,20 @@ UPDATE ferryman_rate_budgets
        paused_until = greatest(paused_until, clock_timestamp() + make_interval(secs => %(seconds)s))
  WHERE credential = %(credential)s;
 
+-- name: reconcile_budget
+-- The source said what is left of the account's quota, whoever spent it: refill by the time
+-- elapsed, then hold no more than that; a %(pause)s > 0 pauses every worker until its reset.
+UPDATE ferryman_rate_budgets
+   SET tokens = least(capacity,
+                      tokens + refill_per_s * extract(epoch FROM clock_timestamp() - refilled_at),
+                      %(remaining)s),
+       refilled_at = clock_timestamp(),
+       paused_until = CASE WHEN %(pause)s > 0
+                           THEN greatest(paused_until,
+                                         clock_timestamp() + make_interval(secs => %(pause)s))
+                           ELSE paused_until END
+ WHERE credential = %(credential)s;
+
 -- name: fail_tasks_of_failed_jobs
 -- Running tasks whose job failed for good before the task could fail itself (the queue gave up
 -- on a job whose worker kept dying: ProcessDied): the task fails with its job's error, and its
@@ -391,3 +406,31 @@ RETURNING r.id;
 UPDATE ferryman_runs SET name = name || '@' || id
  WHERE name = %(name)s AND state <> 'running'
 RETURNING name;
+
+-- name: seed_oauth_token
+-- The credential's token row, from the Secret's refresh token the first time, and again from it
+-- when the Secret holds another one (a user authorized again). Locks the row either way (until
+-- the transaction ends): a second worker waits here for the first one's refresh.
+INSERT INTO ferryman_oauth_tokens (credential, seed_sha256, refresh_token)
+VALUES (%(credential)s, %(seed_sha256)s, %(seed)s)
+ON CONFLICT (credential) DO UPDATE
+   SET seed_sha256 = EXCLUDED.seed_sha256, refresh_token = EXCLUDED.refresh_token,
+       access_token = NULL, expires_at = NULL
+ WHERE ferryman_oauth_tokens.seed_sha256 <> EXCLUDED.seed_sha256;
+
+-- name: lock_oauth_token
+-- The locked row; ``fresh``: its access token is not %(stale)s (the one a source refused) and
+-- lives %(skew)s more seconds, so no refresh is needed.
+SELECT refresh_token, access_token,
+       access_token IS NOT NULL AND access_token IS DISTINCT FROM %(stale)s
+       AND expires_at > now() + make_interval(secs => %(skew)s) AS fresh,
+       greatest(0, extract(epoch FROM expires_at - now())) AS lives
+  FROM ferryman_oauth_tokens WHERE credential = %(credential)s FOR UPDATE;
+
+-- name: save_oauth_token
+-- The token endpoint's answer, committed before any worker uses it.
+UPDATE ferryman_oauth_tokens
+   SET access_token = %(access_token)s, refresh_token = %(refresh_token)s,
+       expires_at = now() + make_interval(secs => %(expires_in)s),
+       rotations = rotations + (refresh_token <> %(refresh_token)s)::int, refreshed_at = now()
+ WHERE credential = %(credential)s;

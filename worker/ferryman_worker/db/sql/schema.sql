@@ -292,7 +292,8 @@ CREATE TABLE ferryman_runs (
     started_at     timestamptz NOT NULL DEFAULT now(),
     finished_at    timestamptz,
     heartbeat_at   timestamptz NOT NULL DEFAULT now(),
-    error          text
+    error          text,
+    mapping        jsonb                            -- migrations/0020: the mapping as admitted
 );
 CREATE UNIQUE INDEX ferryman_runs_one_live ON ferryman_runs (workspace) WHERE state = 'running';
 
@@ -574,3 +575,45 @@ BEGIN
     RETURN n;
 END
 $$;
+
+-- ---- from migrations/0020_destinations.sql (and ferryman_runs.mapping, above)
+-- Destinations: the landing table (a kind without a mapping lands here as jsonb), the run's
+-- mapping snapshot, and the refusal of a reference that cannot resolve.
+
+-- A kind without a mapping: each record as it came, with its source id; the ledger points here.
+CREATE TABLE ferryman_landing (
+    id        bigserial   PRIMARY KEY,
+    workspace text        NOT NULL,
+    kind      text        NOT NULL,
+    source_id text        NOT NULL,
+    record    jsonb       NOT NULL,
+    run_id    bigint      NOT NULL,
+    landed_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX ferryman_landing_by_kind ON ferryman_landing (workspace, kind, id);
+
+-- A reference with `unresolved: refuse` whose record is not in the ledger: the row is refused
+-- (a foreign-key violation, so the engine records it alone, with this reason).
+CREATE FUNCTION ferryman_unresolved(p_kind text, p_source_id text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING
+        ERRCODE = 'foreign_key_violation',
+        MESSAGE = format('references %s %s, which is not imported', p_kind, p_source_id);
+END
+$$;
+
+-- ---- from migrations/0040_oauth_tokens.sql
+-- OAuth2 tokens of source credentials whose refresh tokens rotate: the one copy of the current
+-- refresh token, shared by every worker. A refresh holds the credential's row lock from before
+-- the token endpoint is called until the rotated token is committed, so the fleet spends each
+-- refresh token once.
+CREATE TABLE ferryman_oauth_tokens (
+    credential    text        PRIMARY KEY,  -- the credential's non-secret id
+    seed_sha256   text        NOT NULL,     -- which refresh token the Secret held for this chain
+    refresh_token text        NOT NULL,     -- the current one; single-use where the server rotates
+    access_token  text,
+    expires_at    timestamptz,
+    rotations     bigint      NOT NULL DEFAULT 0,
+    refreshed_at  timestamptz
+);

@@ -1,0 +1,333 @@
+"""A mapping: where each kind's records go in the application's own tables.
+
+The provider describes the source (the same for every customer of an API); a mapping belongs to
+the application (one per application and provider). It names, per kind, an existing table (ferryman
+never creates or alters application tables) and fills its columns from the record (JSON
+pointers), from constants (the workspace, the run, the kind, a fixed value) or from the ledger
+(references: the destination id of another imported record). A many-to-many relation is written
+through a join table; rows the application already has are matched on a natural key. The writer
+of each kind is generated from its mapping (``destinations.generate``) and checked against the
+database's catalog at admission (``destinations.catalog``).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import pathlib
+from typing import Annotated, Any, Final, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from ferryman_worker.errors import ConfigurationError
+
+IDENTIFIER: Final = r"^[a-z][a-z0-9_]*$"
+POINTER: Final = r"^(/([^~/]|~[01])*)+$"
+TABLE: Final = r"^([a-z_][a-z0-9_]*\.)?[a-z_][a-z0-9_]*$"
+SQL_TYPE: Final = r"^[a-z_][a-z0-9_]*( [a-z_][a-z0-9_]*)*( ?\(\d+( ?, ?\d+)?\))?(\[\])?$"
+
+Identifier = Annotated[str, Field(min_length=1, max_length=63, pattern=IDENTIFIER)]
+Pointer = Annotated[str, Field(min_length=2, max_length=500, pattern=POINTER)]
+TableName = Annotated[str, Field(min_length=1, max_length=127, pattern=TABLE)]
+SqlType = Annotated[str, Field(min_length=1, max_length=63, pattern=SQL_TYPE)]
+Scalar = str | int | float | bool
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        frozen=True,
+    )
+
+
+class Unresolved(enum.StrEnum):
+    """What a reference does when the record it names has not been imported."""
+
+    NULL = "null"
+    """Write NULL; the kinds may be imported side by side (no phase order)."""
+
+    WAIT = "wait"
+    """Import the referenced kind in an earlier phase; what is still missing then is NULL."""
+
+    REFUSE = "refuse"
+    """Import the referenced kind first; a row whose reference is still missing is refused,
+    recorded with its reason."""
+
+
+class OnExisting(enum.StrEnum):
+    """What to do with a record whose natural key matches a row the application already has."""
+
+    SKIP = "skip"
+    """Leave the row as it is; the ledger records its id, so references to the record resolve."""
+
+    UPDATE = "update"
+    """Update the row's mapped columns; the ledger records its id."""
+
+    FAIL = "fail"
+    """Refuse the record, recorded with the database's reason (the unique index's violation)."""
+
+
+class Constant(enum.StrEnum):
+    """A value the run knows."""
+
+    WORKSPACE = "workspace"
+    RUN = "run"
+    KIND = "kind"
+
+
+class Reference(_Model):
+    """A destination id taken from the ledger: the row ferryman wrote (or matched) for another
+    record, named in this record by its source id."""
+
+    kind: Identifier
+    """The referenced kind, e.g. organizations; it needs a mapping too."""
+
+    field: Pointer
+    """JSON pointer to the referenced record's source id in this record, e.g. /org_id."""
+
+    unresolved: Unresolved = Unresolved.WAIT
+    """When the referenced record is not (yet) imported: null, wait or refuse."""
+
+
+class Column(_Model):
+    """Where one column's value comes from: exactly one of field, constant, value, reference."""
+
+    field: Pointer | None = None
+    """JSON pointer into the record, e.g. /name or /address/city."""
+
+    constant: Constant | None = None
+    """The run's workspace, id or the kind's name."""
+
+    value: Scalar | None = None
+    """A fixed value."""
+
+    reference: Reference | None = None
+    """A destination id from the ledger."""
+
+    cast: SqlType | None = None
+    """PostgreSQL type the value is read as before it is stored, e.g. timestamptz; absent: the
+    column's own type."""
+
+    default: Scalar | None = None
+    """Value stored when the field is missing or null."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        given = [
+            name
+            for name in ("field", "constant", "value", "reference")
+            if getattr(self, name) is not None
+        ]
+        if len(given) != 1:
+            raise PydanticCustomError(
+                "column_source",
+                "give exactly one of field, constant, value or reference (got {given})",
+                {"given": ", ".join(given) or "none"},
+            )
+        if self.default is not None and self.field is None:
+            raise PydanticCustomError(
+                "column_default", "default only applies to a field: remove it, or use value"
+            )
+        return self
+
+
+class Join(_Model):
+    """A many-to-many relation written through a join table: one row per (this record, each
+    referenced record) pair; a pair whose referenced record is not imported is left out."""
+
+    table: TableName
+    """The join table, e.g. crm_deal_people."""
+
+    column: Identifier
+    """Its column holding this row's id, e.g. deal_id."""
+
+    other_column: Identifier
+    """Its column holding the referenced row's id, e.g. person_id."""
+
+    kind: Identifier
+    """The referenced kind, e.g. people."""
+
+    field: Pointer
+    """JSON pointer to the array of referenced source ids in this record, e.g. /person_ids."""
+
+
+class NaturalKey(_Model):
+    """Columns that identify a row the application may already have (a unique index must cover
+    exactly them), and what to do when one matches."""
+
+    columns: Annotated[list[Identifier], Field(min_length=1)]
+    """Mapped columns, e.g. [workspace, email]."""
+
+    on_existing: OnExisting = OnExisting.SKIP
+    """skip, update or fail."""
+
+
+class KindMapping(_Model):
+    """One kind's destination: a table of the application and its columns."""
+
+    table: TableName
+    """The application's table, e.g. crm_people or app.people."""
+
+    id: Identifier = "id"
+    """Its primary key, filled by a sequence (serial or identity): the ledger keeps it."""
+
+    source_id: Pointer = "/id"
+    """JSON pointer to the record's source id."""
+
+    columns: Annotated[dict[Identifier, Column], Field(min_length=1)]
+    """Column name -> where its value comes from."""
+
+    joins: list[Join] = Field(default_factory=list)
+    """Many-to-many relations written through join tables."""
+
+    natural_key: NaturalKey | None = None
+    """Matching rows the application already has; absent: every record is a new row."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.id in self.columns:
+            raise PydanticCustomError(
+                "id_mapped",
+                "columns.{id}: the id column is filled by its sequence; remove it from columns",
+                {"id": self.id},
+            )
+        if self.natural_key is not None:
+            unmapped = [c for c in self.natural_key.columns if c not in self.columns]
+            if unmapped:
+                raise PydanticCustomError(
+                    "natural_key_unmapped",
+                    "naturalKey.columns: {unmapped} not in columns; map them",
+                    {"unmapped": ", ".join(unmapped)},
+                )
+        return self
+
+    def references(self) -> list[tuple[str, Unresolved]]:
+        """The kinds this one references (columns and joins), with their policies."""
+        found = [
+            (c.reference.kind, c.reference.unresolved)
+            for c in self.columns.values()
+            if c.reference is not None
+        ]
+        return found + [(j.kind, Unresolved.WAIT) for j in self.joins]
+
+
+class Mapping(_Model):
+    """Where a provider's records go in this application's tables."""
+
+    provider: Identifier
+    """The provider whose records this maps, e.g. democrm."""
+
+    kinds: dict[Identifier, KindMapping] = Field(default_factory=dict)
+    """Kind -> its destination; a kind without one lands as jsonb rows in ferryman_landing."""
+
+    phases: list[list[Identifier]] | None = None
+    """Phase order, declared; absent: derived from the references."""
+
+    def phases_for(self, phases: list[list[str]], parents: dict[str, str]) -> list[list[str]]:
+        """The provider's ``phases`` of the run's kinds, ordered by this mapping: as declared,
+        or each mapped kind after the kinds it waits for (references that wait or refuse,
+        joins, and a tree kind's ``parents``); a kind without a mapping keeps its place after
+        the provider's earlier phases. ConfigurationError names a cycle, or a kind the declared
+        phases leave out."""
+        kinds = [kind for phase in phases for kind in phase]
+        if self.phases is not None:
+            listed = [k for phase in self.phases for k in phase]
+            missing = [k for k in kinds if k not in listed]
+            if missing:
+                raise ConfigurationError(
+                    f"mapping.phases: {missing} are not in any phase; add them"
+                )
+            phases = [[k for k in phase if k in kinds] for phase in self.phases]
+            return [phase for phase in phases if phase]
+        after = {kind: set() for kind in kinds}  # type: dict[str, set[str]]
+        earlier: list[str] = []
+        for phase in phases:
+            for kind in phase:
+                if kind not in self.kinds:
+                    after[kind].update(earlier)
+            earlier.extend(phase)
+        for kind in kinds:
+            if kind in parents and parents[kind] in after:
+                after[kind].add(parents[kind])
+            mapped = self.kinds.get(kind)
+            for other, policy in mapped.references() if mapped else []:
+                if policy is not Unresolved.NULL and other in after and other != kind:
+                    after[kind].add(other)
+        return _layers(after)
+
+
+def _layers(after: dict[str, set[str]]) -> list[list[str]]:
+    """Kahn's layers, kinds in their given order within a layer; a cycle is named."""
+    done: set[str] = set()
+    layers: list[list[str]] = []
+    while len(done) < len(after):
+        layer = [k for k, deps in after.items() if k not in done and deps <= done]
+        if not layer:
+            raise ConfigurationError(
+                "mapping: the references form a cycle: "
+                + _cycle({k: d - done for k, d in after.items() if k not in done})
+                + "; set unresolved: null on one of them, or declare phases"
+            )
+        layers.append(layer)
+        done.update(layer)
+    return layers
+
+
+def _cycle(after: dict[str, set[str]]) -> str:
+    path = [next(iter(after))]
+    while True:
+        nxt = sorted(after[path[-1]])[0]
+        if nxt in path:
+            loop = [*path[path.index(nxt) :], nxt]
+            return " -> ".join(loop)
+        path.append(nxt)
+
+
+def parse(document: object, *, source: str = "<mapping>") -> Mapping:
+    """Validate a parsed mapping document; ConfigurationError lists every problem by its path."""
+    try:
+        return Mapping.model_validate(document, by_alias=True, by_name=False)
+    except ValidationError as exc:
+        problems = [
+            f"{'.'.join(str(p) for p in error['loc']) or '(top)'}: {error['msg']}"
+            for error in exc.errors(include_input=False, include_url=False)
+        ]
+    lines = "".join(f"\n  {problem}" for problem in problems)
+    raise ConfigurationError(f"{source}: not a valid mapping:{lines}")
+
+
+def load_file(path: str | os.PathLike[str]) -> Mapping:
+    """Read and validate a mapping YAML (or JSON) file."""
+    source = os.fspath(path)
+    try:
+        document = yaml.safe_load(pathlib.Path(source).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigurationError(f"{source}: cannot be read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ConfigurationError(f"{source}: not valid YAML: {where}") from None
+    return parse(document, source=source)
+
+
+def dump(mapping: Mapping) -> dict[str, Any]:
+    """The mapping as a JSON document (camelCase keys), as a run keeps its snapshot."""
+    result: dict[str, Any] = json.loads(
+        mapping.model_dump_json(by_alias=True, exclude_defaults=True)
+    )
+    return result
+
+
+def json_schema() -> dict[str, Any]:
+    """The published JSON Schema of a mapping file."""
+    schema = Mapping.model_json_schema(by_alias=True, mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "ferryman mapping"
+    return schema
