@@ -173,7 +173,7 @@ def test_the_token_url_must_be_on_a_host_the_credential_is_bound_to() -> None:
     credential = StaticCredential("crm", {**CLIENT}, ("api.example.com",))
     with pytest.raises(ConfigurationError) as refused:
         oauth.TokenEndpoint(credential, "https://login.attacker.example/oauth/token")
-    assert "credential's hosts" in str(refused.value) and "tokenURL" in str(refused.value)
+    assert "credential's hosts" in str(refused.value) and "token URL" in str(refused.value)
 
 
 def test_client_credentials_are_fetched_once_and_again_after_a_401() -> None:
@@ -186,5 +186,8 @@ def test_client_credentials_are_fetched_once_and_again_after_a_401() -> None:
             assert {http.get("/v1/people").status_code for _ in range(3)} == {200}
             httpx.post(f"{crm.url}/_oauth/expire")
             assert http.get("/v1/people").status_code == 200
+            access = http.get("/_oauth").request.headers["Authorization"].removeprefix("Bearer ")
         stats = _oauth(crm)
-    assert stats["client_credentials"] == 2 and stats["calls"] == {"1": 3, "2": 1}
+    assert access in auth.secrets and CLIENT["client_secret"] in auth.secrets  # to redact
+    assert access not in repr(auth) and CLIENT["client_secret"] not in repr(auth)
+    assert stats["client_credentials"] == 2 and stats["calls"] == {"1": 3, "2": 1}, stats

@@ -185,7 +185,11 @@ class Bench:
         )
         return result.stdout.strip() or None if result.returncode == 0 else None
 
-    def wait_leader(self, process: Process, timeout: float = 90) -> None:
+    def wait_leader(self, process: Process, timeout: float = 120) -> None:
+        """Wait until ``process`` holds the Lease. The default bounds a cold start: importing the
+        operator alone took 11-19 s at a load average of 9-14 on two cores (3 s of CPU), and the
+        first Lease request waits on an API server as starved; 30 s failed 3 of 7 starts there."""
+
         def leads() -> bool:
             assert process.alive(), process.output()
             identity: str = process.identity  # type: ignore[attr-defined]

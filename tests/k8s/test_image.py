@@ -66,7 +66,7 @@ def test_the_ref_is_the_project_version_and_a_second_build_is_a_no_op(image: str
     ).stdout.strip()
     assert image == version == "localhost/ferryman:0.1.0"
     again = subprocess.run(
-        [str(ROOT / "hack" / "image")], capture_output=True, text=True, timeout=60, check=True
+        [str(ROOT / "hack" / "image")], capture_output=True, text=True, timeout=240, check=True
     )
     assert f"{image} (cached, content " in again.stderr, again.stderr
     assert "building" not in again.stderr

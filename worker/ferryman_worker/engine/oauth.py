@@ -90,7 +90,7 @@ class TokenEndpoint:
             raise ConfigurationError(
                 f"credential {credential.id}: the token URL {url!r} is on a host the credential"
                 " is not bound to: add the host to the credential's hosts, or correct the"
-                " provider's auth.tokenURL"
+                " token URL the provider declares"
             )
         for key in ("client_id", "client_secret"):
             if not credential.values.get(key):
@@ -177,9 +177,22 @@ class _BearerAuth(httpx.Auth):
 
     skew = SKEW
 
-    def __init__(self) -> None:
+    def __init__(self, endpoint: TokenEndpoint) -> None:
+        self.endpoint = endpoint
         self._lock = threading.Lock()
         self._token: Token | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.endpoint.credential.id})"
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What to redact from a source's words: the credential's secrets and the access
+        token in use."""
+        values = self.endpoint.credential.values
+        held = (values.get("client_secret"), values.get("refresh_token"))
+        current = self._token.access if self._token else None
+        return tuple(secret for secret in (*held, current) if secret)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         token = self._current(stale=None)
@@ -206,8 +219,7 @@ class ClientCredentialsAuth(_BearerAuth):
     expiry."""
 
     def __init__(self, endpoint: TokenEndpoint) -> None:
-        super().__init__()
-        self.endpoint = endpoint
+        super().__init__(endpoint)
 
     def _fetch(self, stale: str | None) -> Token:
         access, lifetime = _token(self.endpoint.grant({"grant_type": "client_credentials"}))
@@ -222,13 +234,13 @@ class RefreshTokenAuth(_BearerAuth):
     """OAuth2 refresh tokens (RFC 6749 §6) with rotation, one refresher for the whole fleet."""
 
     def __init__(self, endpoint: TokenEndpoint, connect: Connect) -> None:
-        super().__init__()
+        super().__init__(endpoint)
         seed = endpoint.credential.values.get("refresh_token")
         if not seed:
             raise ConfigurationError(
                 f"credential {endpoint.credential.id} has no 'refresh_token': add it"
             )
-        self.endpoint, self._connect, self._seed = endpoint, connect, seed
+        self._connect, self._seed = connect, seed
 
     def _fetch(self, stale: str | None) -> Token:
         """The fleet's current access token, refreshed (under the row lock) if it is missing,
