@@ -1,5 +1,6 @@
 """The calls kopf does not make for us, through the ``kubernetes`` client on threads: the
-worker Deployment and the pool spec, deleting a finished run (TTL), and the Lease.
+worker Deployment and the pool spec, a run's Secret at admission, deleting a finished run
+(TTL), and the Lease.
 
 Configured once: in-cluster when the pod's service account is mounted, else ``KUBECONFIG``.
 """
@@ -72,6 +73,22 @@ class Kube:
             }
             for d in found.items
         ]
+
+    async def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Secret's ``data`` and ``annotations`` (None: there is no such Secret;
+        PermissionError: the operator may not read it). Nothing of it is logged."""
+        try:
+            found = await asyncio.to_thread(self.core.read_namespaced_secret, name, namespace)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            if exc.status == 403:
+                raise PermissionError(f"get Secret {namespace}/{name}: forbidden") from None
+            raise
+        return {
+            "data": dict(found.data or {}),
+            "annotations": dict(found.metadata.annotations or {}),
+        }
 
     def _leading(self, what: str) -> None:
         if not self.acting():

@@ -17,6 +17,7 @@ import kopf
 from aiohttp import web
 
 from ferryman_operator import handlers, metrics
+from ferryman_operator.credentials import Credentials
 from ferryman_operator.database import Database
 from ferryman_operator.errors import SettingsError
 from ferryman_operator.fleet import Fleet
@@ -76,7 +77,8 @@ async def _lead(
     lost (then the caller stands by for it again), False on a clean stop (SIGTERM)."""
     lease.lost = False
     stop = asyncio.Event()
-    runs = Runs(db, kube, workers, seen, lease.holding)
+    credentials = Credentials(kube, settings.sealing_key_file)
+    runs = Runs(db, kube, workers, seen, lease.holding, credentials)
     fleet = Fleet(runs, settings.status_interval, seen)
     registry = handlers.build(settings, runs, seen, fleet)
     pool_namespace = settings.pool_namespace or settings.lease_namespace

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ferryman_operator.credentials import Credentials
 from ferryman_operator.database import Database
 from ferryman_operator.errors import DatabaseUnavailable
 from ferryman_operator.kube import Kube, NotLeading
@@ -89,8 +90,10 @@ class Runs:
         workers: Workers,
         metrics: OperatorMetrics,
         acting: Callable[[], bool] = lambda: True,
+        credentials: Credentials | None = None,
     ) -> None:
         self._db, self._kube, self._workers = db, kube, workers
+        self._credentials = credentials
         self._metrics = metrics
         self._acting = acting  # the Lease is held: admit, write status and Events
         self._locks: dict[str, asyncio.Lock] = {}
@@ -251,9 +254,10 @@ class Runs:
             if known is not None:
                 return Look(known)
         width = self._workers.lane_width(run.metadata.namespace)
+        sealed = await self._seal(run, old, annotation)
         try:
             return await self._db.run(
-                lambda conn: _look(conn, run, old, annotation, ahead, width, workers, now)
+                lambda conn: _look(conn, run, old, annotation, ahead, width, workers, now, sealed)
             )
         except DatabaseUnavailable as exc:
             return self._unavailable(me, old, workers, str(exc))
@@ -265,6 +269,18 @@ class Runs:
         said = log.debug if already == "DatabaseUnavailable" else log.warning  # once an outage
         said("run %s: database unavailable: %s", me.key, error)
         return Look(Observation(workers, database_error=error))
+
+    async def _seal(
+        self, run: contract.MigrationRun, old: Mapping[str, Any], annotation: str | None
+    ) -> contract.Sealed | Refusal | None:
+        """The run's credential, sealed from its Secret, when this visit may admit or retry it
+        (else None: an admitted run keeps the credential it was admitted with)."""
+        may_admit = old.get("state") in admission.WAITING_STATES
+        if self._credentials is None or not (
+            may_admit or lifecycle.retry_requested(annotation, old.get("lastRetry"))
+        ):
+            return None
+        return await self._credentials.seal(run)
 
     async def _expire(
         self, body: Mapping[str, Any], new: Mapping[str, Any], now: datetime.datetime
@@ -378,8 +394,11 @@ def _look(
     width: int,
     workers: conditions.Wanted,
     now: datetime.datetime,
+    sealed: contract.Sealed | Refusal | None = None,
 ) -> Look:
-    """Everything one visit does in the database (on a thread)."""
+    """Everything one visit does in the database (on a thread). ``sealed``: the run's
+    credential as its Secret is now (or why it cannot be used), when it may be admitted or
+    retried."""
     key = contract.run_key(run)
     found = contract.progress(conn, key)
     retry = lifecycle.retry_requested(annotation, old.get("lastRetry"))
@@ -389,7 +408,7 @@ def _look(
         if refusal is not None and not retry:
             look.seen = Observation(workers, refused=refusal)
             return look
-        outcome = _admit(conn, run, ahead, width, workers)
+        outcome = _admit(conn, run, ahead, width, workers, sealed)
         if outcome is not None:
             look.seen = outcome
             return look
@@ -406,10 +425,13 @@ def _look(
     elif action == "resume":
         contract.resume(conn, key)
     if retry and progress.state is contract.RunState.FAILED:
-        try:
-            contract.retry(conn, key)
-        except contract.AdmissionRefused as exc:
-            look.events.append(Event("Warning", "RetryRefused", str(exc)))
+        if isinstance(sealed, Refusal):
+            look.events.append(Event("Warning", "RetryRefused", sealed.message))
+        else:
+            try:
+                contract.retry(conn, key, sealed=sealed)
+            except contract.AdmissionRefused as exc:
+                look.events.append(Event("Warning", "RetryRefused", str(exc)))
     elif retry:
         look.events.append(
             Event(
@@ -437,13 +459,18 @@ def _admit(
     ahead: Candidate | None,
     width: int,
     workers: conditions.Wanted,
+    sealed: contract.Sealed | Refusal | None = None,
 ) -> Observation | None:
     """Admit the run, or say why it waits or is refused (None: admitted)."""
+    if isinstance(sealed, Refusal):
+        return Observation(workers, refused=sealed)
     behind = refresh.behind(run, ahead, workers)
     if behind is not None:
         return behind
     try:
-        contract.admit(conn, run, width)
+        contract.admit(conn, run, width, sealed=sealed)
+    except contract.WorkspaceOwned as exc:
+        return Observation(workers, refused=Refusal("WorkspaceOwned", str(exc)))
     except contract.AdmissionRefused as exc:
         return refresh.occupied(run, exc.live_run, workers)
     except contract.ConfigurationError as exc:

@@ -43,6 +43,13 @@ class OperatorSettings(BaseSettings):
     )
     """PostgreSQL URL (``FERRYMAN_DATABASE_URL``): the database the workers use."""
 
+    sealing_key_file: str = Field(
+        default="/var/run/secrets/ferryman-sealing/key",
+        validation_alias=AliasChoices("sealing_key_file", "FERRYMAN_SEALING_KEY_FILE"),
+    )
+    """File holding the installation's Fernet key (``FERRYMAN_SEALING_KEY_FILE``, the workers'
+    too): each run's credential is sealed with it at admission."""
+
     namespaces: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Namespaces whose MigrationRuns this operator handles (comma-separated in the environment);
     empty: every namespace."""

@@ -351,7 +351,7 @@ def test_a_credential_the_worker_lacks_fails_the_run_on_the_last_attempt(db_url:
             final = wait_finished(db_url, run_id, timeout=30)
     assert final["state"] == "failed"
     assert "ConfigurationError: source credential Secret 'democrm-token'" in final["error"]
-    assert "FERRYMAN_CREDENTIAL_DEMOCRM_TOKEN_TOKEN" in final["error"]
+    assert "FERRYMAN_CREDENTIAL_DEMOCRM_TOKEN__TOKEN" in final["error"]
 
 
 def test_a_failed_run_is_not_reopened_while_its_workspace_has_another_live_run(

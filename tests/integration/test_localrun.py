@@ -102,7 +102,7 @@ def test_a_missing_credential_says_where_to_put_it(tmp_path: pathlib.Path, db_ur
     proc = _ferryman("run", run_file(tmp_path, "http://127.0.0.1:1"), env=_env(db_url, None))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
-    assert "FERRYMAN_CREDENTIAL_DEMOCRM_TOKEN_TOKEN" in err
+    assert "FERRYMAN_CREDENTIAL_DEMOCRM_TOKEN__TOKEN" in err
 
 
 def _rows(db_url: str) -> int:

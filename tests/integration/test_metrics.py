@@ -16,6 +16,7 @@ from scrape import has, scrape, total
 from workers import SUPPORT, wait_for
 
 from ferryman_worker.db import connect
+from ferryman_worker.engine.credentials import Credential, url_host
 from ferryman_worker.engine.ratelimit import credential_key
 from ferryman_worker.providers.democrm import BODY_COST, LISTING_COST
 from ferryman_worker.queue import enqueue
@@ -79,7 +80,7 @@ def test_a_faulty_runs_metrics_match_the_database_and_the_sources_counts(db_url:
             if status in statuses
         )
 
-    credential = credential_key(crm.url, TOKEN)
+    credential = credential_key(crm.url, Credential({"token": TOKEN}, (url_host(crm.url),)).id)
     calls = {
         outcome: total(after, "ferryman_source_calls_total", credential=credential, outcome=outcome)
         for outcome in ("2xx", "4xx", "429", "5xx", "timeout", "error")

@@ -11,6 +11,7 @@ from tests.democrm.conftest import SMALL
 from tests.democrm.server_fixture import DemoCRM
 
 from ferryman_worker.db import connect
+from ferryman_worker.engine.credentials import Credential, url_host
 from ferryman_worker.engine.runtime import EngineRuntime
 from ferryman_worker.engine.source import RateLimited
 from ferryman_worker.providers import Request
@@ -51,8 +52,9 @@ def _calls_refused(crm: DemoCRM, db_url: str, calls: int) -> int:
     """``calls`` message bodies through a worker's client and budget, as a task makes them:
     how many the source refused."""
     runtime = EngineRuntime()
-    client = runtime.client(crm.url, crm.api_key)
-    budget = runtime.budget(crm.url, crm.api_key, {"tokens_per_second": RATE, "burst": BURST})
+    credential = Credential({"token": crm.api_key}, (url_host(crm.url),))
+    client = runtime.client(crm.url, credential)
+    budget = runtime.budget(crm.url, credential, {"tokens_per_second": RATE, "burst": BURST})
     body = Request(f"/v1/messages/{crm.truth()['messages']['ids'][0]}", {}, 1)
     refused = 0
     with connect.connect(db_url) as conn:

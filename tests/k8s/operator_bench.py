@@ -1,11 +1,12 @@
-"""The operator's test bench on the real control plane: the generated CRD, the chart's operator
-RBAC bound to a ServiceAccount whose token the operator runs under, the operator and ``ferryman
-worker`` as local processes, the demo CRM, and the run's Secret "mounted" for the workers as the
-kubelet would (a file per key under FERRYMAN_CREDENTIALS_DIR)."""
+"""The operator's test bench on the real control plane, in the chart's topology: the generated
+CRD, the chart's operator RBAC bound to a ServiceAccount whose token the operator runs under, the
+operator and ``ferryman worker`` as local processes sharing the installation's sealing key (the
+chart mounts one Secret into both), and the demo CRM. A run's Secret lives in the run's own
+namespace only: the operator reads and seals it at admission, the workers get it from the
+database and have no Kubernetes credentials at all."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import json
@@ -138,7 +139,7 @@ class Bench:
     kubeconfig: Path
     namespace: str
     db_url: str
-    credentials: Path
+    sealing_key: Path
     processes: list[Process] = dataclasses.field(default_factory=list)
     operators: int = 0
 
@@ -158,6 +159,7 @@ class Bench:
             "FERRYMAN_OPERATOR_LEASE_DURATION": "4",
             "FERRYMAN_OPERATOR_STATUS_INTERVAL": "1",
             "FERRYMAN_OPERATOR_POOL_INTERVAL": "1",
+            "FERRYMAN_SEALING_KEY_FILE": str(self.sealing_key),
             **env,
         }
         process = Process(
@@ -207,9 +209,9 @@ class Bench:
         """``count`` workers; with ``ports``, worker i serves /metrics on ``ports[i]``."""
         sized = ["--pool-size", str(pool_size)] if pool_size is not None else []
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "KUBECONFIG"},  # no API rights
             "FERRYMAN_DATABASE_URL": self.db_url,
-            "FERRYMAN_CREDENTIALS_DIR": str(self.credentials),
+            "FERRYMAN_SEALING_KEY_FILE": str(self.sealing_key),
             "FERRYMAN_POLL_INTERVAL": "1",
         }
         started = [
@@ -232,25 +234,27 @@ class Bench:
 
     # -- objects ----------------------------------------------------------------------------
 
-    def secret(self, token: str, name: str = "democrm-token") -> None:
-        """Create (or replace) the Secret, and write it where a pod would have it mounted."""
+    def secret(
+        self,
+        token: str,
+        name: str = "democrm-token",
+        hosts: str | None = "127.0.0.1",
+        namespace: str | None = None,
+    ) -> None:
+        """Create (or replace) the Secret in the run's namespace (or ``namespace``), bound to
+        ``hosts`` (the demo CRM's loopback; None: no binding annotation)."""
+        annotations = {"ferryman.dev/hosts": hosts} if hosts is not None else {}
         manifest = {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": name, "namespace": self.namespace},
+            "metadata": {
+                "name": name,
+                "namespace": namespace or self.namespace,
+                "annotations": annotations,
+            },
             "stringData": {"token": token},
         }
         self.cp.kubectl("apply", "-f", "-", input=json.dumps(manifest))
-        self.mount_secrets()
-
-    def mount_secrets(self) -> None:
-        """What the kubelet does: each Secret key of the namespace as a file."""
-        found = self.cp.kubectl_json("get", "secrets", "-n", self.namespace)
-        for item in found["items"]:
-            folder = self.credentials / item["metadata"]["name"]
-            folder.mkdir(parents=True, exist_ok=True)
-            for key, value in (item.get("data") or {}).items():
-                (folder / key).write_text(base64.b64decode(value).decode())
 
     def apply(self, manifest: dict[str, Any], **kwargs: Any) -> subprocess.CompletedProcess[str]:
         result: subprocess.CompletedProcess[str] = self.cp.kubectl(
@@ -336,8 +340,10 @@ def bench(
     cp: Any, release_ns: str, kubeconfig: Path, namespace: str, db_url: str, tmp: Path
 ) -> Iterator[Bench]:
     """A bench whose runs are deleted (while its operator still runs) and processes stopped."""
-    world = Bench(cp, release_ns, kubeconfig, namespace, db_url, tmp / "credentials")
-    world.credentials.mkdir()
+    from cryptography.fernet import Fernet
+
+    world = Bench(cp, release_ns, kubeconfig, namespace, db_url, tmp / "sealing-key")
+    world.sealing_key.write_bytes(Fernet.generate_key())
     try:
         yield world
     finally:

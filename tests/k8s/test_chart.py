@@ -283,7 +283,7 @@ def test_secrets_come_only_from_secret_references(
         "--set",
         "database.secretKey=dsn",
         "--set",
-        "sourceCredentials.secrets={democrm-token,other-token}",
+        "sealing.existingSecret=seal",
     )
     assert not [o for o in objects if o["kind"] == "Secret"]
     text = yaml.safe_dump_all(objects)
@@ -296,18 +296,101 @@ def test_secrets_come_only_from_secret_references(
     for o in objects:
         if o["kind"] == "ConfigMap":
             assert not any("url" in key.lower() for key in o["data"]), o["data"]
-    worker = only(objects, "Deployment", "fm-ferryman-worker")["spec"]["template"]["spec"]
-    mounts = {m["name"]: m for m in worker["containers"][0]["volumeMounts"]}
-    volumes = {v["name"]: v for v in worker["volumes"]}
-    for name in ("democrm-token", "other-token"):
-        assert mounts[f"credential-{name}"] == {
-            "name": f"credential-{name}",
-            "mountPath": f"/var/run/secrets/ferryman/{name}",
-            "readOnly": True,
-        }
-        assert volumes[f"credential-{name}"]["secret"]["secretName"] == name
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     assert "postgres" not in json.dumps(values)
+
+
+def test_only_the_operator_and_the_workers_mount_the_sealing_key_and_no_source_secret(
+    render: Callable[..., list[dict[str, Any]]],
+) -> None:
+    objects = render()
+    [made] = [o for o in objects if o["kind"] == "Secret"]  # the key, made on install
+    assert made["metadata"]["name"] == "fm-ferryman-sealing-key"
+    assert made["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    import base64
+
+    from cryptography.fernet import Fernet
+
+    Fernet(base64.b64decode(made["data"]["key"]))  # a valid Fernet key
+    mounting = {}
+    for where, spec in pod_specs(objects):
+        secrets = [v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v]
+        mounting[where] = secrets
+        for container in spec["containers"]:
+            assert not [n for n in env_of(container) if n.startswith("FERRYMAN_CREDENTIAL")]
+    assert mounting == {
+        "Deployment/fm-ferryman-operator": ["fm-ferryman-sealing-key"],
+        "Deployment/fm-ferryman-worker": ["fm-ferryman-sealing-key"],
+        "CronJob/fm-ferryman-reaper": [],
+        "Job/fm-ferryman-migrate": [],
+    }
+    worker = only(objects, "Deployment", "fm-ferryman-worker")["spec"]["template"]["spec"]
+    [mount] = [m for m in worker["containers"][0]["volumeMounts"] if m["name"] == "sealing-key"]
+    assert mount == {
+        "name": "sealing-key",
+        "mountPath": "/var/run/secrets/ferryman-sealing",
+        "readOnly": True,
+    }
+
+
+def test_each_component_may_have_its_own_database_role(
+    render: Callable[..., list[dict[str, Any]]],
+) -> None:
+    objects = render(
+        "--set",
+        "database.roles.operator=pg-operator",
+        "--set",
+        "database.roles.migrate=pg-owner",
+    )
+    secret_of = {
+        where: env_of(spec["containers"][0])["FERRYMAN_DATABASE_URL"]["secretKeyRef"]["name"]
+        for where, spec in pod_specs(objects)
+    }
+    assert secret_of == {
+        "Deployment/fm-ferryman-operator": "pg-operator",
+        "Deployment/fm-ferryman-worker": "ferryman-database",
+        "CronJob/fm-ferryman-reaper": "ferryman-database",
+        "Job/fm-ferryman-migrate": "pg-owner",
+    }
+
+
+def test_the_network_policy_is_off_by_default_and_lets_workers_reach_only_what_it_lists(
+    render: Callable[..., list[dict[str, Any]]], controlplane: Any
+) -> None:
+    assert not [o for o in render() if o["kind"] == "NetworkPolicy"]
+    assert "networkPolicy.databaseEgress" in refusal(
+        controlplane, "--set", "networkPolicy.enabled=true"
+    )
+    objects = render(
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set",
+        "networkPolicy.databaseEgress[0].ipBlock.cidr=10.0.5.7/32",
+        "--set",
+        "networkPolicy.sourceEgress[0].to[0].ipBlock.cidr=203.0.113.0/24",
+        "--set",
+        "networkPolicy.sourceEgress[0].ports[0].port=443",
+    )
+    policy = only(objects, "NetworkPolicy", "fm-ferryman-worker")["spec"]
+    assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "worker"
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    assert [rule.get("to") for rule in policy["egress"]] == [
+        [{"ipBlock": {"cidr": "10.0.5.7/32"}}],
+        [{"ipBlock": {"cidr": "203.0.113.0/24"}}],
+        None,  # DNS: port 53 anywhere
+    ]
+    assert [p["port"] for p in policy["egress"][2]["ports"]] == [53, 53]
+
+
+def test_a_plaintext_credential_in_extra_env_is_refused(controlplane: Any) -> None:
+    error = refusal(
+        controlplane,
+        "--set",
+        "extraEnv[0].name=FERRYMAN_CREDENTIAL_DEMOCRM_TOKEN__TOKEN",
+        "--set",
+        "extraEnv[0].value=plaintext",
+    )
+    assert "extraEnv" in error
 
 
 def test_the_workers_have_no_api_rights_and_no_token(

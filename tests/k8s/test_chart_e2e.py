@@ -25,6 +25,7 @@ from typing import Any
 import psycopg
 import pytest
 import runfiles
+from listener import listening
 from migration import check_against_truth
 from tcp_postgres import create_database, free_port, tcp_postgres
 from tests.democrm.server_fixture import DemoCRM
@@ -119,7 +120,6 @@ def local_values(node: Any, image: str) -> list[str]:
         "worker.preStopSleepSeconds": "1",
         "worker.terminationGracePeriodSeconds": "20",
         "worker.heartbeatInterval": "2",
-        "sourceCredentials.secrets": "{democrm-token}",
     }
     for index, (name, value) in enumerate(sorted(node.in_cluster_env.items())):
         settings[f"extraEnv[{index}].name"] = name
@@ -160,12 +160,49 @@ def release(node: Any) -> Iterator[Release]:
             "-n",
             namespace,
         )
+        secret_for(plane, namespace, crm.api_key, crm_host(crm), create=False)
         rel = Release(plane, namespace, kube_url, crm, local_values(node, image))
         try:
             yield rel
         finally:
             rel.helm("uninstall", RELEASE, "--wait", check=False)
             plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def crm_host(crm: DemoCRM) -> str:
+    """The demo CRM's host:port: what a Secret of its token is bound to."""
+    return crm.url.split("://", 1)[1].rstrip("/")
+
+
+def secret_for(plane: Any, namespace: str, token: str, hosts: str, create: bool = True) -> None:
+    """The Secret democrm-token in ``namespace`` (``create``: make it), bound to ``hosts``."""
+    if create:
+        plane.kubectl(
+            "create",
+            "secret",
+            "generic",
+            "democrm-token",
+            f"--from-literal=token={token}",
+            "-n",
+            namespace,
+        )
+    plane.kubectl(
+        "annotate", "secret", "democrm-token", f"ferryman.dev/hosts={hosts}", "-n", namespace
+    )
+
+
+def refused(plane: Any, namespace: str, name: str, wait_for: Any) -> dict[str, Any]:
+    """The Admitted condition of the run once it is Failed (refused)."""
+
+    def failed() -> dict[str, Any] | None:
+        got = plane.kubectl_json("get", "migrationrun", name, "-n", namespace)
+        status = got.get("status") or {}
+        assert status.get("state") not in ("Running", "Succeeded"), status
+        if status.get("state") != "Failed":
+            return None
+        return {c["type"]: c for c in status["conditions"]}["Admitted"]
+
+    return dict(wait_for(failed, timeout=120, interval=1.0))
 
 
 def url_of(conninfo: str) -> str:
@@ -229,6 +266,56 @@ def test_the_reaper_cronjob_runs_ferryman_reap(release: Release, wait_for: Any) 
     )
     logs = release.kubectl("logs", "job/reap-now").stdout
     assert "dead or stale task claims:" in logs, logs
+
+
+def test_a_run_in_a_team_namespace_with_its_own_secret_succeeds(
+    release: Release, wait_for: Any
+) -> None:
+    team = f"{release.namespace}-team"
+    release.plane.kubectl("create", "namespace", team)
+    try:
+        secret_for(release.plane, team, release.crm.api_key, crm_host(release.crm))
+        manifest = runfiles.run_yaml(
+            release.crm.url, name="hooli-crm", namespace=team, workspace="hooli", page_size=100
+        )
+        release.plane.kubectl("apply", "-f", "-", input=manifest)
+        team_view = Release(release.plane, team, release.db_url, release.crm, release.values)
+        wait_state(team_view, "hooli-crm", "Succeeded", 300, wait_for)
+        check_against_truth(release.db_url, release.crm.truth(), workspace="hooli")
+    finally:
+        release.plane.kubectl("delete", "mrun", "--all", "-n", team, "--wait=true", check=False)
+        release.plane.kubectl("delete", "namespace", team, "--wait=false", check=False)
+
+
+def test_an_intruder_gets_neither_a_teams_token_nor_its_workspace(
+    release: Release, wait_for: Any
+) -> None:
+    plane, crm = release.plane, release.crm
+    intruder = f"{release.namespace}-intruder"
+    plane.kubectl("create", "namespace", intruder)
+    try:
+        with listening({"*": (200, {}, b"{}")}) as trap:
+            # A's Secret named from another namespace, pointed at the intruder's listener
+            plane.kubectl("apply", "-f", "-", input=run_yaml("steal", intruder, "loot", trap.url))
+            missing = refused(plane, intruder, "steal", wait_for)
+            # in A's own namespace, a baseURL that A's Secret is not bound to
+            release.kubectl(
+                "apply", "-f", "-", input=run_yaml("leak", release.namespace, "leak", trap.url)
+            )
+            unbound = refused(plane, release.namespace, "leak", wait_for)
+            # the intruder's own, valid credential, into A's workspace
+            secret_for(plane, intruder, crm.api_key, crm_host(crm))
+            plane.kubectl("apply", "-f", "-", input=run_yaml("squat", intruder, "acme", crm.url))
+            owned = refused(plane, intruder, "squat", wait_for)
+        assert trap.received == []  # nothing at all: no header, no query string
+        assert missing["reason"] == "CredentialMissing"
+        assert unbound["reason"] == "CredentialNotBound" and crm_host(crm) in unbound["message"]
+        assert owned["reason"] == "WorkspaceOwned" and release.namespace in owned["message"]
+        check_against_truth(release.db_url, crm.truth(), workspace="acme")  # A's rows only
+    finally:
+        plane.kubectl("delete", "mrun", "--all", "-n", intruder, "--wait=true", check=False)
+        plane.kubectl("delete", "namespace", intruder, "--wait=false", check=False)
+        release.kubectl("delete", "mrun", "leak", "--wait=true", check=False)
 
 
 def test_a_worker_pod_deleted_mid_run_loses_nothing(release: Release, wait_for: Any) -> None:

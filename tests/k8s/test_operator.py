@@ -521,6 +521,7 @@ def test_an_over_budget_pool_spec_changes_nothing_then_a_fitting_one_is_written_
         budget = contract.connection_budget(conn)
     ns = world.release_ns
     with pool_spec(world, "migrations:4,default:2", budget.available):
+        world.secret("any-token")
         world.operator()
         world.apply(
             run_manifest("waiting", "http://127.0.0.1:9", kinds=["organizations"], suspend=True)
@@ -582,6 +583,7 @@ def test_a_lane_without_a_width_takes_its_threads_from_the_pool_size(
     default; the migrations lane's 5 make a run's default maxInFlight 10."""
     lanes = "migrations,critical:2,default"
     with pool_spec(world, lanes, 2, pool_size=15):
+        world.secret("any-token")
         world.operator()
         sized = resized(world, 2)
         assert worker_env(sized) == {"FERRYMAN_LANES": lanes, "FERRYMAN_POOL_SIZE": "15"}

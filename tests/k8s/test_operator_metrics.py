@@ -151,6 +151,7 @@ def test_database_outages_count_as_reconcile_errors_of_the_handler_that_met_them
     proxy = operator_bench.SocketProxy(db_url, tmp_path / "proxy")
     try:
         world.operator(FERRYMAN_DATABASE_URL=proxy.url, FERRYMAN_OPERATOR_METRICS_PORT=str(port))
+        world.secret("any-token")
         world.apply(run_manifest("parked", "http://127.0.0.1:9", suspend=True))
         world.wait_state("parked", "Running", timeout=30)
         assert total(scrape(port)[1], "ferryman_operator_reconcile_errors_total") == 0

@@ -1,7 +1,8 @@
 """The chart's operator RBAC (templates/operator-rbac.yaml) grants what the operator needs and
 nothing more: runs in every namespace, the Lease, pool spec and worker Deployment in its own
-namespace only, no Secrets. (That it is enough is what test_operator.py shows: every operator
-there runs under exactly this RBAC.)"""
+namespace only (the worker Deployment by name), and Secrets by name only (get: the one a run
+names, read in the run's namespace at admission; never list or watch). (That it is enough is
+what test_operator.py shows: every operator there runs under exactly this RBAC.)"""
 
 from __future__ import annotations
 
@@ -39,10 +40,15 @@ def release(controlplane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
         ("create", "leases", "-n=elsewhere", False),
         ("list", "configmaps", "-n=RELEASE", True),
         ("list", "configmaps", "-n=elsewhere", False),
-        ("patch", "deployments.apps", "-n=RELEASE", True),
-        ("patch", "deployments.apps", "-n=elsewhere", False),
-        ("get", "secrets", "-n=RELEASE", False),
+        ("patch", "deployments.apps/ferryman-worker", "-n=RELEASE", True),
+        ("patch", "deployments.apps/someone-elses", "-n=RELEASE", False),
+        ("patch", "deployments.apps/ferryman-worker", "-n=elsewhere", False),
+        ("list", "deployments.apps", "-n=RELEASE", True),
+        ("get", "secrets", "-n=elsewhere", True),
         ("list", "secrets", "--all-namespaces", False),
+        ("list", "secrets", "-n=elsewhere", False),
+        ("watch", "secrets", "-n=elsewhere", False),
+        ("create", "secrets", "-n=RELEASE", False),
         ("list", "customresourcedefinitions.apiextensions.k8s.io", "", False),
     ],
 )

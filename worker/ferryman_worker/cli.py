@@ -76,7 +76,10 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         with connect.connect(url) as conn:
             migrate.migrate(conn)
     runtime = EngineRuntime(
-        settings.credentials_dir, settings.source_timeout, settings.sync_windows
+        settings.credentials_dir,
+        settings.source_timeout,
+        settings.sync_windows,
+        settings.sealing_key_file,
     )
     try:
         return worker.Worker(settings, url, resources={RESOURCE: runtime}).run_until_signal()

@@ -15,7 +15,14 @@ from ferryman_worker.db import connect as _connect
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import runs
-from ferryman_worker.engine.runs import AdmissionRefused
+from ferryman_worker.engine.credentials import (
+    HOSTS_ANNOTATION,
+    Credential,
+    Sealer,
+    parse_hosts,
+    url_host,
+)
+from ferryman_worker.engine.runs import AdmissionRefused, Sealed, WorkspaceOwned
 from ferryman_worker.engine.schedule import LANE
 from ferryman_worker.errors import ConfigurationError, DatabaseError, FerrymanError
 from ferryman_worker.runspec import (
@@ -32,11 +39,13 @@ from ferryman_worker.runspec import (
 )
 
 __all__ = [
+    "HOSTS_ANNOTATION",
     "OWN_CONNECTIONS",
     "AdmissionRefused",
     "ConfigurationError",
     "Connection",
     "ConnectionBudget",
+    "Credential",
     "DatabaseError",
     "FerrymanError",
     "MigrationRun",
@@ -45,6 +54,9 @@ __all__ = [
     "RunEta",
     "RunProgress",
     "RunState",
+    "Sealed",
+    "Sealer",
+    "WorkspaceOwned",
     "admit",
     "cancel",
     "connect",
@@ -56,6 +68,7 @@ __all__ = [
     "load_run",
     "load_run_file",
     "migrations_width",
+    "parse_hosts",
     "parse_run",
     "progress",
     "request_for",
@@ -64,6 +77,7 @@ __all__ = [
     "retrying",
     "run_key",
     "suspend",
+    "url_host",
     "worker_lanes",
     "worker_pool_size",
 ]
@@ -103,10 +117,15 @@ def run_key(run: MigrationRun) -> str:
 
 
 def request_for(
-    run: MigrationRun, lane_width: int, mapping: dict[str, Any] | None = None
+    run: MigrationRun,
+    lane_width: int,
+    mapping: dict[str, Any] | None = None,
+    sealed: Sealed | None = None,
 ) -> runs.RunRequest:
     """The admission request for a MigrationRun; the lane width sets the default in-flight;
-    ``mapping`` is the document ``spec.mapping`` names (read by the caller)."""
+    ``mapping`` is the document ``spec.mapping`` names (read by the caller). With ``sealed``
+    (the operator's admission) the run belongs to its namespace: its workspace must be the
+    namespace's, and its workers use only that credential."""
     spec, source = run.spec, run.spec.source
     options = spec.options
     if spec.mapping is not None and mapping is None:
@@ -114,6 +133,7 @@ def request_for(
             f"spec.mapping.file: {spec.mapping.file!r} is read by `ferryman run` only; here, "
             "leave spec.mapping out (the provider's shipped mapping is used)"
         )
+    namespace = run.metadata.namespace if sealed is not None else None
     return runs.RunRequest(
         name=run_key(run),
         workspace=spec.workspace,
@@ -122,12 +142,15 @@ def request_for(
         credential={
             "name": source.credentials_secret_ref.name,
             "key": source.credentials_secret_ref.key,
+            **({"namespace": namespace} if namespace else {}),
         },
         kinds=list(spec.kinds),
         options=engine_options(
             options, spec.effective_max_in_flight(lane_width), source.rate_limit
         ),
         mapping=mapping,
+        namespace=namespace,
+        sealed=sealed,
     )
 
 
@@ -149,12 +172,18 @@ def engine_options(
 
 
 def admit(
-    conn: Connection, run: MigrationRun, lane_width: int, mapping: dict[str, Any] | None = None
+    conn: Connection,
+    run: MigrationRun,
+    lane_width: int,
+    mapping: dict[str, Any] | None = None,
+    sealed: Sealed | None = None,
 ) -> int:
     """Admit and start the run (or find it, if it was admitted before, and start it if the
-    process that admitted it died before it was started); returns its id.
+    process that admitted it died before it was started); returns its id. ``sealed``: the
+    run's credential, sealed by the operator from the Secret in the run's namespace.
 
-    AdmissionRefused when another run of the workspace is live: the database decides."""
+    AdmissionRefused when another run of the workspace is live: the database decides;
+    WorkspaceOwned when another namespace owns the workspace."""
     existing = runs.by_name(conn, run_key(run))
     if existing is not None:
         if (
@@ -163,7 +192,7 @@ def admit(
         ):
             runs.start(conn, existing)  # admitted, then the admitting process died: finish it
         return int(existing["id"])
-    row = runs.admit(conn, request_for(run, lane_width, mapping))
+    row = runs.admit(conn, request_for(run, lane_width, mapping, sealed))
     runs.start(conn, row)
     if run.spec.suspend:
         runs.suspend(conn, int(row["id"]))
@@ -281,11 +310,12 @@ def forget(conn: Connection, name: str) -> str | None:
     return runs.forget_name(conn, name)
 
 
-def retry(conn: Connection, name: str) -> int:
-    """Reopen the failed run ``name`` from its checkpoints; returns how many tasks were queued
-    again. AdmissionRefused if its workspace has another live run, FerrymanError if it did not
+def retry(conn: Connection, name: str, sealed: Sealed | None = None) -> int:
+    """Reopen the failed run ``name`` from its checkpoints (with ``sealed``, its credential
+    sealed again from the Secret as it is now); returns how many tasks were queued again.
+    AdmissionRefused if its workspace has another live run, FerrymanError if it did not
     fail."""
-    return runs.retry(conn, _id(conn, name))
+    return runs.retry(conn, _id(conn, name), sealed)
 
 
 def retrying(conn: Connection, run_id: int, now: datetime.datetime) -> str | None:

@@ -57,7 +57,9 @@ def run_file(
         settings.credentials_dir, settings.source_timeout, settings.sync_windows
     )
     request = contract.request_for(spec, width, mapping)
-    runtime.token(request.credential)  # missing: say so, admit nothing
+    runtime.credential(  # missing: say so, admit nothing
+        {"credential": request.credential, "base_url": request.base_url}
+    )
     url = database()
     with connect.connect(url) as conn:
         migrate.migrate(conn)

@@ -126,8 +126,13 @@ class Settings(BaseSettings):
     """Seconds without a checkpoint after which the reaper releases a running task's claim."""
 
     credentials_dir: str = "/var/run/secrets/ferryman"
-    """Folder of mounted source-credential Secrets (``<secret name>/<key>``); the environment
-    variable ``FERRYMAN_CREDENTIAL_<NAME>_<KEY>`` wins over a file."""
+    """Folder of source credentials for ``ferryman run`` (``<secret name>/<key>``); the
+    environment variable ``FERRYMAN_CREDENTIAL_<NAME>__<KEY>`` wins over a file. A run the
+    operator admitted uses only the credential sealed for it in the database."""
+
+    sealing_key_file: str = "/var/run/secrets/ferryman-sealing/key"
+    """File holding the installation's Fernet key, with which the operator seals each run's
+    credential into the database and workers open it (the chart mounts it from a Secret)."""
 
     source_timeout: float = Field(default=30.0, gt=0)
     """Seconds a call to the source API may take before it counts as failed (and is retried)."""

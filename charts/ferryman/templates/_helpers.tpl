@@ -115,16 +115,40 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "lanes=%s;poolSize=%s" (include "ferryman.lanes" .) (include "ferryman.poolSize" .) | sha256sum | trunc 16 }}
 {{- end }}
 
-{{/* FERRYMAN_DATABASE_URL from the existing Secret, then extraEnv. */}}
+{{/* FERRYMAN_DATABASE_URL from the component's Secret (database.roles.<component>, else
+     database.existingSecret), then extraEnv. Call with (dict "root" . "component" "worker"). */}}
 {{- define "ferryman.env" -}}
+{{- $root := .root }}
+{{- $own := index $root.Values.database.roles .component | default "" }}
 - name: FERRYMAN_DATABASE_URL
   valueFrom:
     secretKeyRef:
-      name: {{ .Values.database.existingSecret }}
-      key: {{ .Values.database.secretKey }}
-{{- with .Values.extraEnv }}
+      name: {{ $own | default $root.Values.database.existingSecret }}
+      key: {{ $root.Values.database.secretKey }}
+{{- with $root.Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}
+{{- end }}
+
+{{/* The Secret holding the installation's credential sealing key. */}}
+{{- define "ferryman.sealingSecretName" -}}
+{{- .Values.sealing.existingSecret | default (printf "%s-sealing-key" (include "ferryman.fullname" .)) }}
+{{- end }}
+
+{{/* The sealing key, read-only at /var/run/secrets/ferryman-sealing/key (operator, workers). */}}
+{{- define "ferryman.sealingVolume" -}}
+- name: sealing-key
+  secret:
+    secretName: {{ include "ferryman.sealingSecretName" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ .Values.sealing.secretKey }}
+        path: key
+{{- end }}
+{{- define "ferryman.sealingMount" -}}
+- name: sealing-key
+  mountPath: /var/run/secrets/ferryman-sealing
+  readOnly: true
 {{- end }}
 
 {{/* Pod-level settings every pod shares. */}}

@@ -163,6 +163,8 @@ def _plans(conn: Connection, kind: KindMapping, found: KindCatalog) -> str | Non
     try:
         with conn.transaction(force_rollback=True):
             conn.execute(b"EXPLAIN " + statement, params)
+    except psycopg.errors.InsufficientPrivilege:
+        return None  # the admitting role (the operator's own) may not write here; the workers' may
     except psycopg.Error as exc:
         return (exc.diag.message_primary or str(exc)).strip()
     return None

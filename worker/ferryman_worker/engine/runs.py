@@ -31,9 +31,32 @@ class AdmissionRefused(FerrymanError):
         self.live_run = live_run
 
 
+class WorkspaceOwned(FerrymanError):
+    """The workspace belongs to another namespace; ``owner`` names it."""
+
+    def __init__(self, workspace: str, owner: str, namespace: str) -> None:
+        super().__init__(
+            f"spec.workspace: workspace {workspace!r} belongs to namespace {owner!r}; a run in "
+            f"namespace {namespace!r} cannot import into it: choose a workspace of your own"
+        )
+        self.workspace = workspace
+        self.owner = owner
+
+
+@dataclasses.dataclass(frozen=True)
+class Sealed:
+    """A run's credential as the operator sealed it at admission: the hosts it is bound to
+    (not secret) and the sealed blob (``credentials.Sealer``)."""
+
+    hosts: tuple[str, ...]
+    blob: bytes
+
+
 @dataclasses.dataclass(frozen=True)
 class RunRequest:
-    """What admission needs; built from a MigrationRun by the contract."""
+    """What admission needs; built from a MigrationRun by the contract. ``namespace`` is set
+    for a run of a namespace (the operator's): its workspace must be the namespace's own, and
+    its credential comes ``sealed``."""
 
     name: str
     workspace: str
@@ -44,10 +67,13 @@ class RunRequest:
     options: dict[str, Any]
     mapping: dict[str, Any] | None = None
     """``spec.mapping`` as parsed; None: the mapping shipped for the provider, if any."""
+    namespace: str | None = None
+    sealed: Sealed | None = None
 
 
 def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
-    """Insert the run; AdmissionRefused if the workspace has a live run (even under a race),
+    """Insert the run (with its sealed credential); AdmissionRefused if the workspace has a
+    live run (even under a race), WorkspaceOwned if another namespace owns the workspace,
     ConfigurationError if the provider or a writer of its kinds is missing, or its mapping
     cannot write here (every problem, one a line)."""
     provider = load_provider(request.provider)
@@ -74,13 +100,38 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
     _check_writers(conn, {**params, "mapping": snapshot}, provider, kinds)
     try:
         with conn.transaction():
+            _claim_workspace(conn, request)
             row = conn.execute(queries.engine("admit_run"), params).fetchone()
+            assert row is not None
+            _store(conn, row["id"], request.sealed)
     except psycopg.errors.UniqueViolation as exc:
         if exc.diag.constraint_name != "ferryman_runs_one_live":
             raise
         raise _refused(conn, request.workspace) from None
     assert row is not None
     return row
+
+
+def _store(conn: Connection, run_id: int, sealed: Sealed | None) -> None:
+    if sealed is not None:
+        conn.execute(
+            queries.engine("store_credential"),
+            {"run_id": run_id, "hosts": list(sealed.hosts), "sealed": sealed.blob},
+        )
+
+
+def _claim_workspace(conn: Connection, request: RunRequest) -> None:
+    """The run's namespace owns its workspace (it claims it if no one has); WorkspaceOwned if
+    another namespace does. A run without a namespace (``ferryman run``) claims nothing."""
+    if request.namespace is None:
+        return
+    params = {"workspace": request.workspace, "namespace": request.namespace}
+    owner = conn.execute(queries.engine("claim_workspace"), params).fetchone()
+    if owner is None:  # lost a race to a claim its statement's snapshot did not see: look again
+        owner = conn.execute(queries.engine("claim_workspace"), params).fetchone()
+    assert owner is not None
+    if owner["namespace"] != request.namespace:
+        raise WorkspaceOwned(request.workspace, owner["namespace"], request.namespace)
 
 
 def _refused(conn: Connection, workspace: str) -> AdmissionRefused:
@@ -187,11 +238,12 @@ def resume(conn: Connection, run_id: int) -> list[int]:
         return schedule.top_up(conn, lock(conn, run_id))
 
 
-def retry(conn: Connection, run_id: int) -> int:
+def retry(conn: Connection, run_id: int, sealed: Sealed | None = None) -> int:
     """Reopen a failed run from its checkpoints: every unfinished task goes back to pending and
-    is queued again; what the run wrote stays written (the ledger keeps each row once). Returns
-    how many tasks were reopened. AdmissionRefused if its workspace has another live run;
-    FerrymanError if the run did not fail."""
+    is queued again; what the run wrote stays written (the ledger keeps each row once); with
+    ``sealed``, its credential as the Secret is now. Returns how many tasks were reopened.
+    AdmissionRefused if its workspace has another live run; FerrymanError if the run did not
+    fail."""
     run = conn.execute(queries.engine("run_by_id"), {"run_id": run_id}).fetchone()
     if run is None:
         raise FerrymanError(f"run {run_id} does not exist")
@@ -202,6 +254,7 @@ def retry(conn: Connection, run_id: int) -> int:
                     f"run {run['name']!r} is {run['state']}, not failed: only a failed run can be"
                     " retried"
                 )
+            _store(conn, run_id, sealed)
             reopened = conn.execute(queries.engine("reopen_tasks"), {"run_id": run_id}).rowcount
             schedule.top_up(conn, lock(conn, run_id))
     except psycopg.errors.UniqueViolation as exc:

@@ -1,8 +1,11 @@
 """What the task jobs of one worker process share: source clients, rate-limit budgets and the
-way to find a source credential. Built once by the process and handed to jobs as a resource.
+way to find a run's source credential. Built once by the process and handed to jobs as a resource.
 
-Credentials come from the environment or from mounted Secret files, never from the database or
-a run's spec: a run only names its Secret (``{"name": ..., "key": ...}``).
+A run admitted by the operator (its credential reference names the run's namespace) has its
+credential sealed in the database (``ferryman_run_credentials``, see ``credentials``): the
+worker opens it with the installation's sealing key and uses nothing else for it, whatever is
+in its environment or folders. A run of ``ferryman run`` names a Secret found in the
+environment or a mounted folder, bound to the host of the run's own ``baseURL``.
 """
 
 from __future__ import annotations
@@ -11,20 +14,32 @@ import os
 import pathlib
 import re
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 import httpx
 
+from ferryman_worker.engine.credentials import Credential, Sealer, url_host
 from ferryman_worker.engine.ratelimit import Budget, Budgets, credential_key
-from ferryman_worker.engine.source import SourceClient
+from ferryman_worker.engine.source import BearerAuth, SourceClient
 from ferryman_worker.errors import ConfigurationError
 
 RESOURCE = "engine"
 """The key of the EngineRuntime in a worker's job resources."""
 
+SEALING_KEY_FILE = "/var/run/secrets/ferryman-sealing/key"
+
 
 def credential_env_var(name: str, key: str) -> str:
-    """``FERRYMAN_CREDENTIAL_<NAME>_<KEY>``, upper-cased, other characters as underscores."""
-    return "FERRYMAN_CREDENTIAL_" + re.sub(r"[^A-Z0-9]", "_", f"{name}_{key}".upper())
+    """``FERRYMAN_CREDENTIAL_<NAME>__<KEY>``, upper-cased; in each part ``-`` and ``.`` become
+    ``_`` (the double underscore keeps ``a-b``/``c`` and ``a``/``b-c`` apart: a Secret's name
+    has no ``_``)."""
+    return (
+        "FERRYMAN_CREDENTIAL_"
+        + re.sub(r"[^A-Z0-9]", "_", name.upper())
+        + "__"
+        + re.sub(r"[^A-Z0-9_]", "_", key.upper())
+    )
 
 
 class EngineRuntime:
@@ -35,18 +50,35 @@ class EngineRuntime:
         credentials_dir: str | None = None,
         source_timeout: float = 30.0,
         sync_windows: bool = False,
+        sealing_key_file: str | None = None,
     ) -> None:
         self.credentials_dir = pathlib.Path(credentials_dir or "/var/run/secrets/ferryman")
         self.source_timeout = source_timeout
         self.sync_windows = sync_windows
+        self.sealing_key_file = sealing_key_file or SEALING_KEY_FILE
         self.budgets = Budgets()
         self._clients: dict[tuple[str, str], SourceClient] = {}
+        self._sealer: Sealer | None = None
         self._lock = threading.Lock()
 
-    def token(self, credential: dict[str, str]) -> str:
-        """The secret a run's credential reference names; ConfigurationError says where to
-        put it (never what it is)."""
-        name, key = credential["name"], credential.get("key", "token")
+    def credential(self, run: Mapping[str, Any]) -> Credential:
+        """The run's credential: unsealed from ``run["sealed_credential"]`` for a run the
+        operator admitted, else (``ferryman run``) from the environment or the folder, bound to
+        the host of the run's ``base_url``. ConfigurationError says where to put it, never
+        what it is."""
+        reference = run["credential"]
+        if reference.get("namespace"):
+            sealed = run.get("sealed_credential")
+            if sealed is None:
+                raise ConfigurationError(
+                    f"run {run.get('name')!r}: its credential was not sealed at admission (an "
+                    "operator admits a run only with its Secret sealed): retry the run"
+                )
+            return self._sealing().unseal(sealed)
+        return Credential({"token": self._local(reference)}, (url_host(run["base_url"]),))
+
+    def _local(self, reference: Mapping[str, str]) -> str:
+        name, key = reference["name"], reference.get("key", "token")
         variable = credential_env_var(name, key)
         if os.environ.get(variable):
             return os.environ[variable]
@@ -55,16 +87,30 @@ class EngineRuntime:
             return path.read_text().strip()
         raise ConfigurationError(
             f"source credential Secret {name!r} key {key!r} is not available to this worker: "
-            f"set {variable} or mount the Secret at {path}"
+            f"set {variable} or put it in the file {path}"
         )
 
-    def client(self, base_url: str, token: str) -> SourceClient:
+    def _sealing(self) -> Sealer:
         with self._lock:
-            client = self._clients.get((base_url, token))
+            if self._sealer is None:
+                self._sealer = Sealer.from_file(self.sealing_key_file)
+            return self._sealer
+
+    def client(self, base_url: str, credential: Credential) -> SourceClient:
+        """The source client of ``base_url`` with ``credential``: bearer auth, guarded by the
+        credential's hosts."""
+        with self._lock:
+            client = self._clients.get((base_url, credential.id))
             if client is None:
-                client = SourceClient(base_url, token, self.source_timeout)
-                self._observe_quota(client, credential_key(base_url, token))
-                self._clients[(base_url, token)] = client
+                client = SourceClient(
+                    base_url,
+                    BearerAuth(credential.token),
+                    self.source_timeout,
+                    guard=credential.guard,
+                    secrets=credential.secrets,
+                )
+                self._observe_quota(client, credential_key(base_url, credential.id))
+                self._clients[(base_url, credential.id)] = client
             return client
 
     def _observe_quota(self, client: SourceClient, credential: str) -> None:
@@ -76,10 +122,14 @@ class EngineRuntime:
         hooks = client.client.event_hooks
         client.client.event_hooks = {**hooks, "response": [*hooks["response"], observe]}
 
-    def budget(self, base_url: str, token: str, rate_limit: dict[str, float] | None) -> Budget:
+    def budget(
+        self, base_url: str, credential: Credential, rate_limit: dict[str, float] | None
+    ) -> Budget:
         limit = rate_limit or {}
         return self.budgets.get(
-            credential_key(base_url, token), limit.get("burst"), limit.get("tokens_per_second")
+            credential_key(base_url, credential.id),
+            limit.get("burst"),
+            limit.get("tokens_per_second"),
         )
 
     def close(self) -> None:

@@ -61,15 +61,15 @@ class Scope:
         cls, ctx: JobContext, run: dict[str, Any], task: dict[str, Any], runtime: EngineRuntime
     ) -> Scope:
         provider = load_provider(run["provider"])
-        token = runtime.token(run["credential"])
+        credential = runtime.credential(run)
         return cls(
             ctx,
             run,
             task,
             provider,
             provider.kinds[task["kind"]],
-            runtime.client(run["base_url"], token),
-            runtime.budget(run["base_url"], token, run["options"].get("rate_limit")),
+            runtime.client(run["base_url"], credential),
+            runtime.budget(run["base_url"], credential, run["options"].get("rate_limit")),
         )
 
     @property

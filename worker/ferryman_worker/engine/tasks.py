@@ -51,7 +51,7 @@ def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
             f"claimed {MAX_CLAIMS} times without finishing (does it crash its worker?)",
         )
         return
-    run = ctx.conn.execute(queries.engine("run_by_id"), {"run_id": run_id}).fetchone()
+    run = ctx.conn.execute(queries.engine("run_for_task"), {"run_id": run_id}).fetchone()
     assert run is not None
     try:
         _walk(ctx, run, task, ctx.resources.get(RESOURCE) or EngineRuntime())

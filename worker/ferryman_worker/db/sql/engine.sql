@@ -8,6 +8,25 @@ VALUES (%(name)s, %(workspace)s, %(provider)s, %(base_url)s, %(credential)s, %(k
         %(phases)s, %(options)s, %(mapping)s)
 RETURNING *;
 
+-- name: claim_workspace
+-- The workspace's owner: the namespace that claims it first keeps it.
+WITH claimed AS (
+    INSERT INTO ferryman_workspaces (workspace, namespace) VALUES (%(workspace)s, %(namespace)s)
+    ON CONFLICT (workspace) DO NOTHING
+    RETURNING namespace
+)
+SELECT namespace FROM claimed
+UNION ALL
+SELECT namespace FROM ferryman_workspaces WHERE workspace = %(workspace)s
+LIMIT 1;
+
+-- name: store_credential
+-- The run's credential, sealed by the operator at admission (same transaction as the run), or
+-- sealed again when the run is retried.
+INSERT INTO ferryman_run_credentials (run_id, hosts, sealed)
+VALUES (%(run_id)s, %(hosts)s, %(sealed)s)
+ON CONFLICT (run_id) DO UPDATE SET hosts = excluded.hosts, sealed = excluded.sealed, at = now();
+
 -- name: missing_writers
 -- Writer functions (the providers' (jsonb, text, text, bigint) signature) not in this database.
 SELECT array_agg(w) AS missing
@@ -19,6 +38,12 @@ SELECT id, name FROM ferryman_runs WHERE workspace = %(workspace)s AND state = '
 
 -- name: run_by_name
 SELECT * FROM ferryman_runs WHERE name = %(name)s;
+
+-- name: run_for_task
+-- The run as its task's walk needs it, with the credential sealed at admission (if any).
+SELECT r.*, c.sealed AS sealed_credential
+  FROM ferryman_runs r LEFT JOIN ferryman_run_credentials c ON c.run_id = r.id
+ WHERE r.id = %(run_id)s;
 
 -- name: run_by_id
 SELECT * FROM ferryman_runs WHERE id = %(run_id)s;

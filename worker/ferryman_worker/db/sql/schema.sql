@@ -347,6 +347,23 @@ CREATE TABLE ferryman_row_errors (
     UNIQUE (run_id, kind, source_id)
 );
 
+-- (from migrations/0030_tenancy.sql) A run's credential, sealed by the operator at admission from
+-- the Secret in the run's own namespace; workers read it here and need no Kubernetes API rights.
+CREATE TABLE ferryman_run_credentials (
+    run_id  bigint      PRIMARY KEY REFERENCES ferryman_runs (id) ON DELETE CASCADE,
+    hosts   text[]      NOT NULL,  -- the hosts the credential is bound to (not secret)
+    sealed  bytea       NOT NULL,  -- Fernet, with the installation's sealing key
+    at      timestamptz NOT NULL DEFAULT now()
+);
+
+-- The namespace that owns each workspace: the first to run in it. A run of another namespace
+-- naming it is refused at admission (runs of `ferryman run` are not checked).
+CREATE TABLE ferryman_workspaces (
+    workspace  text        PRIMARY KEY,
+    namespace  text        NOT NULL,
+    claimed_at timestamptz NOT NULL DEFAULT now()
+);
+
 -- (from migrations/0004_windows.sql, like the ledger's byte-wise collation)
 -- Close a window: record its malformed rows (NULL, or a jsonb array of {source_id, reason}; one
 -- recorded before, by a resumed task, is not counted again), write the task's checkpoint, beat the

@@ -1,0 +1,109 @@
+"""Tenancy on the real control plane, in the chart's topology (the operator under the chart's
+RBAC with --all-namespaces, workers with no API rights and the installation's sealing key):
+a run uses only its own namespace's Secret, a credential goes only to the hosts its Secret is
+bound to, and a workspace belongs to one namespace."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from listener import Listener, listening
+from migration import check_against_truth
+from tests.democrm.server_fixture import DemoCRM
+from tests.k8s.operator_bench import Bench, run_manifest
+
+from ferryman_worker import contract
+
+pytestmark = pytest.mark.k8s
+
+DATA = {"seed": 11, "organizations": 120, "people": 60, "deals": 0}
+KINDS = ["organizations", "people"]
+
+
+@pytest.fixture
+def intruder(world: Bench) -> Iterator[Bench]:
+    """A second namespace served by the same operator and workers."""
+    name = f"intruder-{uuid.uuid4().hex[:6]}"
+    world.cp.kubectl("create", "namespace", name)
+    yield dataclasses.replace(world, namespace=name)
+    world.cp.kubectl("delete", "mrun", "--all", "-n", name, "--wait=false", check=False)
+    world.cp.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def _refusal(bench: Bench, name: str) -> dict[str, Any]:
+    final = bench.wait_state(name, "Failed", timeout=60)
+    return {c["type"]: c for c in final["conditions"]}["Admitted"]
+
+
+def _nothing_of(token: str, listener: Listener) -> None:
+    pieces = {token[i : i + 8] for i in range(len(token) - 7)}
+    assert not [seen for seen in listener.received if any(p in seen for p in pieces)]
+
+
+def test_an_intruder_gets_neither_a_tenants_token_nor_its_workspace(
+    world: Bench, intruder: Bench, db_url: str
+) -> None:
+    with DemoCRM.start(**DATA) as crm, listening({"*": (200, {}, b"{}")}) as trap:
+        crm_host = crm.url.split("://", 1)[1].rstrip("/")
+        world.secret(crm.api_key, hosts=crm_host)  # tenant A's, bound to the CRM's host:port
+        intruder.secret("intruders-own-key", name="own-token")
+        world.operator()
+        world.workers(2)
+
+        # the intruder names A's Secret, pointed at its own listener: there is no such Secret
+        # in its namespace, and the operator reads no other
+        intruder.apply(run_manifest("steal", trap.url, workspace="loot"))
+        missing = _refusal(intruder, "steal")
+        assert missing["reason"] == "CredentialMissing"
+        assert (
+            f"no Secret 'democrm-token' in namespace '{intruder.namespace}'" in (missing["message"])
+        )
+
+        # within A's namespace, a run whose baseURL is not a host A's Secret is bound to
+        world.apply(run_manifest("elsewhere", trap.url, workspace="acme-2"))
+        unbound = _refusal(world, "elsewhere")
+        assert unbound["reason"] == "CredentialNotBound"
+        assert f"127.0.0.1:{trap.port} is not a host" in unbound["message"]
+        assert f"ferryman.dev/hosts: {crm_host}" in unbound["message"]
+
+        # A's own run, then the intruder (with its own, valid Secret) naming A's workspace
+        world.apply(run_manifest("mine", crm.url, kinds=KINDS))
+        world.wait_state("mine", "Succeeded", timeout=120)
+        intruder.apply(
+            run_manifest(
+                "squat",
+                crm.url,
+                kinds=KINDS,
+                source={
+                    "provider": "democrm",
+                    "baseURL": crm.url,
+                    "credentialsSecretRef": {"name": "own-token"},
+                },
+            )
+        )
+        owned = _refusal(intruder, "squat")
+        truth = crm.truth()
+    assert trap.received == []
+    _nothing_of(crm.api_key, trap)
+    assert owned["reason"] == "WorkspaceOwned"
+    assert f"belongs to namespace '{world.namespace}'" in owned["message"]
+    check_against_truth(db_url, truth, kinds=tuple(KINDS))  # A's rows, exactly, and no other
+    with contract.connect(db_url) as conn:
+        names = sorted(p.name for p in contract.progress(conn))
+    assert names == [f"{world.namespace}/mine"]  # no intruder run was ever admitted
+
+
+def test_a_secret_without_a_host_binding_is_refused_with_how_to_bind_it(world: Bench) -> None:
+    with DemoCRM.start(seed=12, organizations=10, people=0, deals=0) as crm:
+        world.secret(crm.api_key, hosts=None)
+        world.operator()
+        world.apply(run_manifest("unbound", crm.url))
+        refused = _refusal(world, "unbound")
+    assert refused["reason"] == "CredentialNotBound"
+    assert "is bound to no host" in refused["message"]
+    assert f"kubectl annotate secret democrm-token -n {world.namespace}" in refused["message"]
+    assert crm.api_key not in str(world.status("unbound"))

@@ -1,0 +1,100 @@
+"""A credential's host binding, its redaction and its sealing: pure logic."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from cryptography.fernet import Fernet
+
+from ferryman_worker.engine.credentials import (
+    Credential,
+    HostNotBound,
+    Sealer,
+    host_matches,
+    parse_hosts,
+    redact,
+)
+from ferryman_worker.engine.runtime import credential_env_var
+from ferryman_worker.errors import ConfigurationError
+
+
+@pytest.mark.parametrize(
+    ("pattern", "host", "port", "matches"),
+    [
+        ("api.example.com", "api.example.com", 443, True),
+        ("API.example.com", "api.EXAMPLE.com", 80, True),
+        ("api.example.com", "api.example.com.evil.net", 443, False),
+        ("api.example.com", "evilapi.example.com", 443, False),
+        ("*.example.com", "eu.api.example.com", 443, True),
+        ("*.example.com", "example.com", 443, False),
+        ("*.example.com", "example.com.evil.net", 443, False),
+        ("*.example.com", "notexample.com", 443, False),
+        ("crm.internal:8080", "crm.internal", 8080, True),
+        ("crm.internal:8080", "crm.internal", 8081, False),
+        ("127.0.0.1", "127.0.0.1", 5000, True),
+    ],
+)
+def test_host_patterns(pattern: str, host: str, port: int, matches: bool) -> None:
+    assert host_matches(pattern, host, port) is matches
+
+
+def test_a_credential_allows_only_its_hosts_and_only_http() -> None:
+    credential = Credential({"token": "t"}, parse_hosts("api.example.com, *.crm.io  x.test:81"))
+    assert credential.hosts == ("api.example.com", "*.crm.io", "x.test:81")
+    assert credential.allows("https://api.example.com/v1/things?x=1")
+    assert credential.allows("http://eu.crm.io:9000/")
+    assert credential.allows("http://x.test:81/")
+    assert not credential.allows("http://x.test/")  # port 80
+    assert not credential.allows("https://user@evil.net/?h=api.example.com")
+    assert not credential.allows("ftp://api.example.com/")
+    assert not Credential({"token": "t"}, ()).allows("https://api.example.com/")
+
+
+def test_the_guard_refuses_an_unbound_request_naming_the_binding() -> None:
+    credential = Credential({"token": "t0k3n"}, ("api.example.com",))
+    credential.guard(httpx.Request("GET", "https://api.example.com/x"))
+    with pytest.raises(HostNotBound) as caught:
+        credential.guard(httpx.Request("GET", "https://evil.net:8443/x?token=t0k3n"))
+    message = str(caught.value)
+    assert "evil.net:8443" in message and "api.example.com" in message
+    assert "ferryman.dev/hosts" in message and "t0k3n" not in message
+
+
+def test_redaction_happens_before_the_cut() -> None:
+    token = "SECRET-" + "x" * 20
+    text = "e" * 190 + token + " and the rest"  # the token straddles character 200
+    shown = redact(text, [token])
+    assert len(shown) <= 200 and "SECRET" not in shown and "xxxxxxxxxx" not in shown
+    assert shown == "e" * 190 + "***" + " and the"[:7]
+
+
+def test_redaction_covers_the_percent_encoded_form_and_the_longest_secret_first() -> None:
+    assert redact("q=a%2Fb%3D&b=a/b=", ["a/b="]) == "q=***&b=***"
+    assert redact("abcdef", ["abc", "abcdef"]) == "***"
+    assert redact("nothing", ["", "zz"]) == "nothing"
+
+
+def test_the_id_and_repr_reveal_nothing_and_the_id_is_stable() -> None:
+    one = Credential({"token": "hunter2"}, ("a.example",))
+    assert one.id == Credential({"token": "hunter2"}, ("a.example",)).id
+    assert one.id != Credential({"token": "hunter3"}, ("a.example",)).id
+    assert "hunter2" not in repr(one) and "hunter2" not in one.id
+
+
+def test_a_sealed_credential_opens_with_its_key_only() -> None:
+    key = Fernet.generate_key()
+    credential = Credential({"token": "tk-0123456789", "username": "u"}, ("api.example.com",))
+    blob = Sealer(key).seal(credential)
+    assert b"tk-0123456789" not in blob and b"api.example.com" not in blob
+    assert Sealer(key).unseal(blob) == credential
+    with pytest.raises(ConfigurationError, match="does not open"):
+        Sealer(Fernet.generate_key()).unseal(blob)
+    with pytest.raises(ConfigurationError, match="not a Fernet key"):
+        Sealer(b"too short")
+
+
+def test_credential_variables_of_different_references_differ() -> None:
+    assert credential_env_var("a-b", "c") != credential_env_var("a", "b-c")
+    assert credential_env_var("democrm-token", "token") == (
+        "FERRYMAN_CREDENTIAL_DEMOCRM_TOKEN__TOKEN"
+    )

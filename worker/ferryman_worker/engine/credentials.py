@@ -1,0 +1,183 @@
+"""A source credential: its secret values, the hosts it may be sent to, and a stable name that
+reveals nothing of it; sealing it for the database; redacting it from a source's words.
+
+On Kubernetes the operator reads a run's Secret in the run's own namespace at admission, checks
+that the run's ``baseURL`` is one of the hosts the Secret's ``ferryman.dev/hosts`` annotation
+binds it to, and seals it (Fernet, with the installation's key) into
+``ferryman_run_credentials``; a worker unseals it from there and needs no Kubernetes API rights.
+``ferryman run`` (no Kubernetes) reads it from the environment or a folder and binds it to the
+host of the run's own ``baseURL``.
+
+Every request a worker makes with a credential passes ``Credential.guard`` first: a request to a
+host the credential is not bound to is refused before a byte leaves the worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import pathlib
+import urllib.parse
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import httpx
+
+from ferryman_worker.errors import ConfigurationError, FerrymanError
+
+HOSTS_ANNOTATION = "ferryman.dev/hosts"
+"""The Secret annotation that binds its credential to hosts: comma-separated patterns, each a
+host name (``api.example.com``), a wildcard for its subdomains (``*.example.com``), either with
+a port (``crm.internal:8080``)."""
+
+REDACTED = "***"
+
+
+class HostNotBound(FerrymanError):
+    """A request to a host the credential is not bound to: refused before it is sent (the
+    source client turns it into a SourceError that retrying cannot mend)."""
+
+    def __init__(self, url: str, credential: Credential) -> None:
+        host = urllib.parse.urlsplit(url).netloc.rpartition("@")[2] or "(no host)"
+        super().__init__(
+            f"refused to send the source credential to {host}: its Secret binds it to "
+            f"{', '.join(credential.hosts) or 'no host'} (annotation {HOSTS_ANNOTATION}); "
+            "spec.source.baseURL must be one of them"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Credential:
+    """The secret ``values`` of one credential (keys such as token, api_key, username,
+    password, client_id, client_secret, refresh_token), the host patterns it is bound to, and
+    ``id``: stable, and revealing nothing of the values (rate budgets and locks key on it)."""
+
+    values: Mapping[str, str]
+    hosts: tuple[str, ...]
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            object.__setattr__(self, "id", fingerprint(self.values, self.hosts))
+
+    def __repr__(self) -> str:  # never the values
+        return f"Credential(id={self.id!r}, hosts={self.hosts!r}, keys={sorted(self.values)!r})"
+
+    @property
+    def token(self) -> str:
+        """The value a bearer or API-key style sends: ``token``, else the only value."""
+        if "token" in self.values:
+            return self.values["token"]
+        if len(self.values) == 1:
+            return next(iter(self.values.values()))
+        raise ConfigurationError(
+            f"the source credential has keys {sorted(self.values)} and no 'token': name the "
+            "key in spec.source.credentialsSecretRef.key"
+        )
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(value for value in self.values.values() if value)
+
+    def allows(self, url: str | httpx.URL) -> bool:
+        """True if ``url`` (http or https) is on a host this credential is bound to."""
+        parts = urllib.parse.urlsplit(str(url))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return False
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        return any(host_matches(pattern, parts.hostname, port) for pattern in self.hosts)
+
+    def guard(self, request: httpx.Request) -> None:
+        """An httpx request hook: HostNotBound unless the request goes to a bound host."""
+        if not self.allows(request.url):
+            raise HostNotBound(str(request.url), self)
+
+
+def host_matches(pattern: str, host: str, port: int) -> bool:
+    """``pattern`` (``name``, ``*.suffix``, either with ``:port``) matches ``host:port``; a
+    pattern without a port matches any port. Case-insensitive; a wildcard stands for one or
+    more labels, never for the bare suffix."""
+    name, _, wanted = pattern.strip().lower().rpartition(":")
+    if not name or not wanted.isdigit():
+        name, wanted = pattern.strip().lower(), ""
+    if wanted and int(wanted) != port:
+        return False
+    host = host.lower().rstrip(".")
+    if name.startswith("*."):
+        return host.endswith(name[1:]) and len(host) > len(name) - 1
+    return host == name
+
+
+def parse_hosts(annotation: str | None) -> tuple[str, ...]:
+    """The patterns of a ``ferryman.dev/hosts`` annotation (comma or whitespace separated)."""
+    text = (annotation or "").replace(",", " ")
+    return tuple(part.strip().lower() for part in text.split() if part.strip())
+
+
+def url_host(url: str) -> str:
+    """``host:port`` of ``url``, as a binding pattern for exactly that host and port."""
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{(parts.hostname or '').lower()}:{port}"
+
+
+def fingerprint(values: Mapping[str, str], hosts: Iterable[str] = ()) -> str:
+    """A stable name for a credential: a hash of its values and hosts (24 hex digits)."""
+    text = json.dumps([sorted(values.items()), sorted(hosts)])
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def redact(text: str, secrets: Iterable[str], limit: int = 200) -> str:
+    """``text`` with every secret (as is, and as it appears percent-encoded in a URL) replaced
+    by ``***``, **then** cut to ``limit`` characters: a secret across the cut cannot leave its
+    prefix behind."""
+    forms = {
+        form for secret in secrets if secret for form in (secret, urllib.parse.quote(secret, ""))
+    }
+    for form in sorted(forms, key=len, reverse=True):
+        text = text.replace(form, REDACTED)
+    return text[:limit]
+
+
+class Sealer:
+    """Seals credentials for the database and opens them again (Fernet: AES-CBC and an HMAC,
+    with the installation's key); a blob sealed with another key does not open."""
+
+    def __init__(self, key: bytes) -> None:
+        from cryptography.fernet import Fernet
+
+        try:
+            self._fernet = Fernet(key.strip())
+        except ValueError:
+            raise ConfigurationError(
+                "the sealing key is not a Fernet key (32 url-safe base64-encoded bytes): make "
+                "one with `python -c 'from cryptography.fernet import Fernet; "
+                "print(Fernet.generate_key().decode())'`"
+            ) from None
+
+    @classmethod
+    def from_file(cls, path: str | pathlib.Path) -> Sealer:
+        file = pathlib.Path(path)
+        if not file.is_file():
+            raise ConfigurationError(
+                f"the credential sealing key is not at {file}: mount the installation's "
+                "sealing-key Secret there (the chart does) or set FERRYMAN_SEALING_KEY_FILE"
+            )
+        return cls(file.read_bytes())
+
+    def seal(self, credential: Credential) -> bytes:
+        document = {"values": dict(credential.values), "hosts": list(credential.hosts)}
+        return self._fernet.encrypt(json.dumps(document).encode())
+
+    def unseal(self, blob: bytes) -> Credential:
+        from cryptography.fernet import InvalidToken
+
+        try:
+            document: dict[str, Any] = json.loads(self._fernet.decrypt(bytes(blob)))
+        except InvalidToken:
+            raise ConfigurationError(
+                "the run's sealed credential does not open with this worker's sealing key: the "
+                "operator and the workers must mount the same key"
+            ) from None
+        return Credential(dict(document["values"]), tuple(document["hosts"]))
