@@ -18,18 +18,21 @@ Prints a table, then as its LAST line one JSON object with:
   ending ``_20ms``) at 20 ms: ferryman_rows_per_s, dlt_append_rows_per_s, dlt_merge_rows_per_s
   (medians), ratio_vs_dlt_append and ratio_vs_dlt_merge (medians of the ratios within each round),
   window_50_gain (windows of 50 over 25, within each round), ratio_vs_dlt_append_2_processes
-  (the same 4 lane threads as 2 worker processes x 2, over dlt appending), and load_avg_1min
+  (the same 4 lane threads as 2 worker processes x 2, over dlt appending),
+  generated_vs_handwritten_writers (the writer generated from the demo CRM's mapping over its
+  hand-written PL/pgSQL writer, rows/s within each round), and load_avg_1min
   (the machine's load: on a busy machine compare the ratios, not the rates).
 
     .venv/bin/python -P hack/bench/migrate.py [--quick] [--rounds N] [--cpus 0] [--processes 2]
-        [--peers-only]
+        [--peers-only] [--writers-only]
 
 ``--cpus`` pins the benchmark, the demo API and the embedded PostgreSQL it starts to those CPUs
 (Linux), to compare the engine and the baseline on fewer cores. ``--processes`` runs the
 organization imports on that many ``ferryman worker`` processes sharing the 4 lane threads
 (their CPU counts as the worker's), instead of one worker in this process. ``--peers-only``
 runs only the comparison with dlt, where every load (ferryman's too) runs in a process of its
-own (``hack/bench/dlt_load.py`` for dlt).
+own (``hack/bench/dlt_load.py`` for dlt); ``--writers-only`` only its generated writer against
+the hand-written one.
 """
 
 from __future__ import annotations
@@ -95,14 +98,17 @@ def run_import(
     kinds: list[str],
     lanes: str = "migrations:4",
     processes: int = 0,
+    mapping: dict[str, Any] | None = None,
+    provider: str = "democrm",
     **options: Any,
 ) -> dict[str, Any]:
     """Run one migration to its end on the engine's workers (``workers``); returns timings per
-    kind. The run's time is the database's: from its admission to its last task's commit."""
+    kind. The run's time is the database's: from its admission to its last task's commit.
+    ``mapping``: the run's mapping document (None: the demo CRM's shipped mapping)."""
     os.environ[credential_env_var(SECRET["name"], SECRET["key"])] = API_KEY
     base = contract.engine_options(RunOptions(), max_in_flight=8)  # the defaults, lane of 4
     request = runs.RunRequest(
-        "bench/run", "bench", "democrm", crm_url, SECRET, kinds, {**base, **options}
+        "bench/run", "bench", provider, crm_url, SECRET, kinds, {**base, **options}, mapping=mapping
     )
     with workers(db_url, lanes, processes), connect.connect(db_url) as conn:
         runs.start(conn, runs.admit(conn, request))
@@ -264,9 +270,19 @@ def email_phase(dbs: databases.Scratchpad, threads: int, deals: int) -> float:
     return float(result["per_kind"]["messages"])
 
 
-PEERS = ("ferryman", "ferryman_w25", "ferryman_2p", "dlt_append", "dlt_merge")
+PEERS = (
+    "ferryman",
+    "ferryman_w25",
+    "ferryman_2p",
+    "ferryman_handwritten",
+    "dlt_append",
+    "dlt_merge",
+)
 """The loaders compared: ferryman (windows of 50, the default; and of 25, the default before
-it), dlt appending, dlt merging on ``id``."""
+it; and with the demo CRM's hand-written PL/pgSQL writer instead of the one generated from its
+mapping), dlt appending, dlt merging on ``id``."""
+HANDWRITTEN = {"provider": "democrm"}
+"""A mapping of no kind: the provider's own PL/pgSQL writers."""
 
 
 def peers(dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int) -> dict[str, Any]:
@@ -274,24 +290,50 @@ def peers(dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int) -
     (``latency_ms`` per listing) into a fresh database of the same server, ``rounds`` times,
     the order rotating each round; each load in a process of its own, after a CHECKPOINT. Also
     the ratios of ferryman to each dlt mode within each round (a busy machine moves both)."""
-    rates: dict[str, list[float]] = {name: [] for name in PEERS}
+    rates = loads(dbs, count, rounds, latency_ms, PEERS)
+    ratios = {
+        mode: [f / d for f, d in zip(rates["ferryman"], rates[mode], strict=True)]
+        for mode in ("dlt_append", "dlt_merge", "ferryman_w25")
+    }
+    ratios["handwritten"] = [
+        f / h for f, h in zip(rates["ferryman"], rates["ferryman_handwritten"], strict=True)
+    ]
+    ratios["two_processes"] = [
+        f / d for f, d in zip(rates["ferryman_2p"], rates["dlt_append"], strict=True)
+    ]
+    return {"rates": rates, "ratios": ratios}
+
+
+def loads(
+    dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int, loaders: tuple[str, ...]
+) -> dict[str, list[float]]:
+    """Rows/s of each of ``loaders`` per round (see ``peers``)."""
+    rates: dict[str, list[float]] = {name: [] for name in loaders}
     with democrm(organizations=count, people=0, deals=0, latency_ms=latency_ms) as (url, _):
         for round_ in range(rounds):
-            for name in PEERS[round_ % len(PEERS) :] + PEERS[: round_ % len(PEERS)]:
+            turn = round_ % len(loaders)
+            for name in loaders[turn:] + loaders[:turn]:
                 with dbs.fresh() as db:
                     with connect.connect(db) as conn:
                         conn.execute("CHECKPOINT")
                     rows, seconds = _load(name, db, url, count)
                 assert rows == count, (name, rows)
                 rates[name].append(rows / seconds)
-    ratios = {
-        mode: [f / d for f, d in zip(rates["ferryman"], rates[mode], strict=True)]
-        for mode in ("dlt_append", "dlt_merge", "ferryman_w25")
-    }
-    ratios["two_processes"] = [
-        f / d for f, d in zip(rates["ferryman_2p"], rates["dlt_append"], strict=True)
-    ]
-    return {"rates": rates, "ratios": ratios}
+    return rates
+
+
+def writers_only(dbs: databases.Scratchpad, count: int, rounds: int) -> None:
+    """The generated writer against the hand-written one alone (no dlt needed): a line per
+    round, then the JSON line with ``generated_vs_handwritten_writers``."""
+    rates = loads(dbs, count, rounds, 0, ("ferryman", "ferryman_handwritten"))
+    ratios = [f / h for f, h in zip(rates["ferryman"], rates["ferryman_handwritten"], strict=True)]
+    for round_, ratio in enumerate(ratios):
+        generated, handwritten = rates["ferryman"][round_], rates["ferryman_handwritten"][round_]
+        print(
+            f"round {round_ + 1}: generated {generated:,.0f} rows/s, hand-written"
+            f" {handwritten:,.0f} rows/s, ratio {ratio:.3f}"
+        )
+    print(json.dumps({"generated_vs_handwritten_writers": round(statistics.median(ratios), 3)}))
 
 
 def _load(name: str, db_url: str, crm_url: str, count: int) -> tuple[int, float]:
@@ -299,7 +341,10 @@ def _load(name: str, db_url: str, crm_url: str, count: int) -> tuple[int, float]
     if name.startswith("ferryman"):
         window: dict[str, Any] = {"window_size": 25} if name == "ferryman_w25" else {}
         processes = 2 if name == "ferryman_2p" else 1  # the same 4 lane threads, 2 x 2
-        result = run_import(db_url, crm_url, ["organizations"], processes=processes, **window)
+        mapping = HANDWRITTEN if name == "ferryman_handwritten" else None
+        result = run_import(
+            db_url, crm_url, ["organizations"], processes=processes, mapping=mapping, **window
+        )
         return result["rows"], result["seconds"]
     mode = name.removeprefix("dlt_")
     argv = [sys.executable, "-P", str(DLT_LOAD), crm_url, API_KEY, _dsn(db_url), str(count), mode]
@@ -348,6 +393,11 @@ def main() -> None:
         "(default 0: a worker in this process)",
     )
     parser.add_argument(
+        "--writers-only",
+        action="store_true",
+        help="only the generated writer against the hand-written one (no dlt needed)",
+    )
+    parser.add_argument(
         "--peers-only",
         action="store_true",
         help="only the comparison with dlt (and windows of 25), at 0 and 20 ms listing latency",
@@ -360,6 +410,9 @@ def main() -> None:
     load_before = os.getloadavg()
     with databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url:
         dbs = databases.Scratchpad(admin_url, "ferryman_migbench")
+        if args.writers_only:
+            writers_only(dbs, 200_000 // scale, rounds)
+            return
         results = {} if args.peers_only else measure(dbs, scale, rounds, args.processes)
         results["peers"] = {
             latency: peers(dbs, 200_000 // scale, rounds, latency) for latency in (0, 20)
@@ -427,6 +480,9 @@ def report(r: dict[str, Any]) -> None:
             f"ratio_vs_dlt_append_2_processes{suffix}": round(
                 statistics.median(ratios["two_processes"]), 3
             ),
+            f"generated_vs_handwritten_writers{suffix}": round(
+                statistics.median(ratios["handwritten"]), 3
+            ),
         }
     summary["load_avg_1min"] = round(max(before[0], after[0]), 2)
     print(json.dumps(summary))
@@ -455,6 +511,7 @@ def peer_rows(peer: dict[str, Any], latency: int) -> list[tuple[str, str]]:
         "ferryman": "  ferryman, 4 lane threads, windows of 50 (the default)",
         "ferryman_w25": "  ferryman, windows of 25",
         "ferryman_2p": "  ferryman, 2 worker processes x 2 lane threads, windows of 50",
+        "ferryman_handwritten": "  ferryman, the hand-written PL/pgSQL writer",
         "dlt_append": "  dlt, append",
         "dlt_merge": "  dlt, merge on id",
     }
@@ -465,6 +522,7 @@ def peer_rows(peer: dict[str, Any], latency: int) -> list[tuple[str, str]]:
         ("dlt_append", "ferryman / dlt_append"),
         ("dlt_merge", "ferryman / dlt_merge"),
         ("two_processes", "ferryman 2 x 2 / dlt_append"),
+        ("handwritten", "generated writer / hand-written writer"),
     ):
         each = " / ".join(f"{ratio:.2f}" for ratio in ratios[mode])
         rows.append((f"  {label}, per round", f"{statistics.median(ratios[mode]):.2f} ({each})"))

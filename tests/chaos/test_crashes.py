@@ -53,7 +53,9 @@ def _worker(db_url: str, api_key: str) -> Subprocess:
 @pytest.mark.timeout(600)
 def test_a_run_survives_ten_sigkills_of_its_workers(db_url: str) -> None:
     rng = random.Random(20261130)
-    with DemoCRM.start(seed=21, **SLOW) as crm:
+    # Listings slower than SLOW's: ten kills, each followed by a replacement worker's start,
+    # must fit inside the run (at SLOW's pace it finished after fewer than ten).
+    with DemoCRM.start(seed=21, **{**SLOW, "latency_ms": 150}) as crm:
         workers = [_worker(db_url, crm.api_key) for _ in range(3)]
         try:
             run_id = start_run(db_url, request(crm.url, page_size=50, max_in_flight=6))

@@ -14,9 +14,10 @@ from cryptography.fernet import Fernet
 from listener import Listener, listening
 from migration import engine_worker, request, start_run, wait_finished
 
+from ferryman_worker.engine.auth import Bearer
 from ferryman_worker.engine.credentials import Credential, Sealer
 from ferryman_worker.engine.runs import RunRequest, Sealed
-from ferryman_worker.engine.source import BearerAuth, SourceClient, SourceError
+from ferryman_worker.engine.source import SourceClient, SourceError
 from ferryman_worker.providers import Request
 
 TOKEN = "s3cr3t-0123456789abcdef"
@@ -32,7 +33,7 @@ def key_file(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
 def _client(url: str, credential: Credential) -> SourceClient:
     return SourceClient(
         url,
-        BearerAuth(credential.token),
+        Bearer(credential.token),
         timeout=5.0,
         guard=credential.guard,
         secrets=credential.secrets,

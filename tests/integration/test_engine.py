@@ -87,6 +87,29 @@ def test_stripes_cover_a_collection_with_no_gap_and_no_overlap(db_url: str, rows
     check_against_truth(db_url, truth, kinds=("organizations",))
 
 
+def test_pages_are_at_most_the_largest_the_provider_serves(db_url: str) -> None:
+    """The demo CRM refuses a limit over 500 (HTTP 400, which fails a run): a run asking for
+    pages of 2,000 gets pages of 500, the provider's largest."""
+    with (
+        DemoCRM.start(seed=6, organizations=1100, people=0, deals=0, malformed_rate=0) as crm,
+        credential(crm.api_key),
+        engine_worker(db_url),
+    ):
+        run_id = start_run(db_url, request(crm.url, kinds=["organizations"], page_size=2000))
+        final = wait_finished(db_url, run_id)
+        truth = crm.truth()
+        with connect.connect(db_url) as conn:
+            keys = [
+                row["cursor_key"]
+                for row in conn.execute("SELECT cursor_key FROM ferryman_tasks ORDER BY id")
+            ]
+    assert final["state"] == "succeeded", final["error"]
+    check_against_truth(db_url, truth, kinds=("organizations",))
+    # pages of 500: 0-2 hold the 1,100 rows; the 4 stripes' first pages are 0-3, the two full
+    # ones lead to pages 4 and 5 (empty)
+    assert sorted(keys) == [f"organizations:{page}" for page in range(6)]
+
+
 def test_the_contract_reports_a_finished_run_as_a_status(db_url: str) -> None:
     from ferryman_worker import contract
 
@@ -120,7 +143,7 @@ def test_the_email_walk_fetches_each_body_once_and_resumes_where_it_stopped(
         engine_worker(db_url, lanes="migrations:2"),
     ):
         req = request(  # pages of 4: a deal's messages take up to 3 listing calls
-            crm.url, kinds=["deals", "messages"], fetch_threads=3, deals_per_task=7, page_size=4
+            crm.url, kinds=["deals", "messages"], fetch_threads=3, parents_per_task=7, page_size=4
         )
         run_id = start_run(db_url, req)
         wait_for(lambda: _messages_written(db_url, run_id) > 40, 60, "some messages")

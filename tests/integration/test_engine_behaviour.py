@@ -374,3 +374,46 @@ def test_a_failed_run_is_not_reopened_while_its_workspace_has_another_live_run(
             ).fetchone()
     assert after is not None and after["state"] == "failed" and after["error"]
     assert tasks is not None and tasks["n"] >= 1  # nothing was reopened
+
+
+def test_tree_parents_are_text_ids_integers_in_numeric_order(db_url: str) -> None:
+    """Parents are seeded by their source ids as text (strings and UUIDs too), integers in
+    numeric order; a malformed parent with an id is a parent too, one without is not."""
+    provider = load_provider("democrm")
+    uuid = "0b7e5c1e-3f7a-4c8e-9a51-5f0c2d6e9b11"
+    with connect.connect(db_url) as conn:
+        run = runs.admit(conn, request("http://127.0.0.1:1", parents_per_task=3))
+        ids = ["10", "9", "100", uuid, "org-7"]
+        conn.execute(
+            "INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)"
+            " SELECT 'acme', 'deals', sid, n, %s FROM unnest(%s::text[]) WITH ORDINALITY"
+            " AS t(sid, n)",
+            (run["id"], ids),
+        )
+        conn.execute(
+            "INSERT INTO ferryman_row_errors (run_id, task_id, kind, source_id, reason)"
+            " VALUES (%s, 0, 'deals', '11', 'too long'), (%s, 0, 'deals', NULL, 'no id')",
+            (run["id"], run["id"]),
+        )
+        with conn.transaction():
+            phases.seed_phase(conn, runs.lock(conn, run["id"]), provider, 3)
+        seeded = conn.execute(
+            "SELECT cursor_key, cursor -> 'parents' AS parents FROM ferryman_tasks"
+            " WHERE kind = 'messages' ORDER BY id"
+        ).fetchall()
+    assert [(row["cursor_key"], row["parents"]) for row in seeded] == [
+        ("messages:9", ["9", "10", "11"]),
+        ("messages:100", ["100", "org-7", uuid]),
+    ]
+
+
+def test_source_options_the_provider_lacks_are_refused_at_admission(db_url: str) -> None:
+    bad = dataclasses.replace(request("http://127.0.0.1:1"), source_options={"region": "eu"})
+    with connect.connect(db_url) as conn:
+        with pytest.raises(ConfigurationError) as caught:
+            runs.admit(conn, bad)
+        admitted = conn.execute("SELECT count(*) AS n FROM ferryman_runs").fetchone()
+    assert str(caught.value) == (
+        "spec.source.options.region: 'democrm' has no option 'region' (it has: none)"
+    )
+    assert admitted is not None and admitted["n"] == 0

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 
+import yaml
 from migration import check_against_truth
 from runfiles import command_env, run_file
 from tests.democrm.server_fixture import DemoCRM
@@ -14,6 +15,7 @@ from workers import scalar, wait_for
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
+from ferryman_worker.providers.democrm import PROVIDER_FILE
 
 
 def _env(db_url: str, api_key: str | None) -> dict[str, str]:
@@ -90,11 +92,11 @@ def test_ctrl_c_suspends_and_the_same_command_resumes(tmp_path: pathlib.Path, db
 
 
 def test_bad_yaml_names_the_field(tmp_path: pathlib.Path, db_url: str) -> None:
-    bad = run_file(tmp_path, "http://127.0.0.1:1", page_size=1000, workspace="Acme")
+    bad = run_file(tmp_path, "http://127.0.0.1:1", page_size=10_001, workspace="Acme")
     proc = _ferryman("run", bad, env=_env(db_url, "k"))
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
-    assert "spec.options.pageSize: must be at most 500" in err
+    assert "spec.options.pageSize: must be at most 10000" in err
     assert "spec.workspace:" in err
 
 
@@ -134,3 +136,64 @@ def test_a_failed_run_is_retried_from_its_checkpoints(tmp_path: pathlib.Path, db
     unknown = _ferryman("retry", "default/nope", env=_env(db_url, None))
     _, err = unknown.communicate(timeout=30)
     assert unknown.returncode == 2 and "retry: no run named 'default/nope'" in err
+
+
+def _provider_file(folder: pathlib.Path, name: str) -> str:
+    """The demo CRM's declarative provider named ``name``, with its first two kinds only."""
+    document = yaml.safe_load(PROVIDER_FILE.read_text())
+    document["metadata"]["name"] = name
+    document["spec"]["options"] = {"people_path": {"default": "/v1/nobody"}}
+    kinds = document["spec"]["kinds"]
+    kinds["people"]["request"]["path"] = "{options.people_path}"  # the run names the path
+    document["spec"]["kinds"] = {kind: kinds[kind] for kind in ("organizations", "people")}
+    path = folder / "crm.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return str(path)
+
+
+def test_a_provider_file_is_snapshotted_into_the_run_it_runs(
+    tmp_path: pathlib.Path, db_url: str
+) -> None:
+    provider = _provider_file(tmp_path, "crm")
+    path = pathlib.Path(run_file(tmp_path, "http://127.0.0.1:1"))
+    with DemoCRM.start(seed=5, organizations=300, people=200, deals=10) as crm:
+        path.write_text(
+            path.read_text()
+            .replace("provider: democrm", "provider: crm\n    options: {people_path: /v1/people}")
+            .replace("http://127.0.0.1:1", crm.url)
+        )
+        proc = _ferryman(
+            "run", str(path), "--provider-file", provider, env=_env(db_url, crm.api_key)
+        )
+        out, err = proc.communicate(timeout=120)
+        truth = crm.truth()
+    assert proc.returncode == 0, err
+    assert "Succeeded" in out
+    with connect.connect(db_url) as conn:
+        run = conn.execute(
+            "SELECT kinds, provider, provider_definition, options FROM ferryman_runs"
+        ).fetchone()
+        counts = conn.execute("SELECT kind, count(*) AS n FROM ferryman_ledger GROUP BY kind")
+        written = {row["kind"]: row["n"] for row in counts}
+    assert (
+        run is not None and run["provider"] == "crm" and run["kinds"] == ["organizations", "people"]
+    )
+    assert run["provider_definition"]["metadata"]["name"] == "crm"
+    assert run["options"]["source"] == {"people_path": "/v1/people"}
+    assert written == {
+        kind: truth[kind]["count"] - len(truth[kind]["malformed"])
+        for kind in ("organizations", "people")
+    }
+
+
+def test_a_provider_file_not_named_as_the_run_says_is_refused(
+    tmp_path: pathlib.Path, db_url: str
+) -> None:
+    provider = _provider_file(tmp_path, "crm")
+    proc = _ferryman(
+        "run", run_file(tmp_path, "http://127.0.0.1:1"), "--provider-file", provider,
+        env=_env(db_url, "key"),
+    )  # fmt: skip
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert "spec.source.provider: 'democrm', but the provider file declares 'crm'" in err

@@ -24,15 +24,15 @@ BURST = 20.0
 
 
 class Outside:
-    """Another integration on the same API key: a listing (5 tokens) five times less often
-    than OUTSIDE per second, on its own schedule whatever the source answers."""
+    """Another integration on the same API key: a listing (1 token, as each of our calls)
+    OUTSIDE times a second, on its own schedule whatever the source answers."""
 
     def __init__(self, crm: DemoCRM) -> None:
         self.crm, self.stop = crm, threading.Event()
 
     def run(self) -> None:
         with self.crm.client() as http:
-            while not self.stop.wait(5 / OUTSIDE):
+            while not self.stop.wait(1 / OUTSIDE):
                 http.get("/v1/deals", params={"limit": 1})  # refused or not
 
 
@@ -72,9 +72,9 @@ def _calls_refused(crm: DemoCRM, db_url: str, calls: int) -> int:
 def test_quota_spent_by_another_integration_slows_a_worker_without_a_429_storm(
     db_url: str,
 ) -> None:
-    options = {"budget_capacity": BURST, "budget_refill_per_s": RATE, "listing_cost": 5}
+    options = {"budget_capacity": BURST, "budget_refill_per_s": RATE, "listing_cost": 1}
     with DemoCRM.start(body_cost=1, **SMALL, **options) as crm, outside_consumer(crm):
         refused = _calls_refused(crm, db_url, 150)
-        spent = crm.stats()["requests"]["GET /v1/deals"]["200"] * 5
+        spent = crm.stats()["requests"]["GET /v1/deals"].get("200", 0)
     assert spent >= 20  # the other integration did spend the account's quota meanwhile
     assert refused <= 2

@@ -83,8 +83,8 @@ def refusal(controlplane: Any, namespace: str, document: dict[str, Any]) -> str:
         ),
         (
             "spec.options.pageSize",
-            501,
-            "spec.options.pageSize in body should be less than or equal to 500",
+            10_001,
+            "spec.options.pageSize in body should be less than or equal to 10000",
         ),
         (
             "spec.options.pageSize",
@@ -107,14 +107,14 @@ def refusal(controlplane: Any, namespace: str, document: dict[str, Any]) -> str:
             "spec.options.fetchThreads in body should be less than or equal to 16",
         ),
         (
-            "spec.options.dealsPerTask",
+            "spec.options.parentsPerTask",
             0,
-            "spec.options.dealsPerTask in body should be greater than or equal to 1",
+            "spec.options.parentsPerTask in body should be greater than or equal to 1",
         ),
         (
-            "spec.options.dealsPerTask",
+            "spec.options.parentsPerTask",
             1001,
-            "spec.options.dealsPerTask in body should be less than or equal to 1000",
+            "spec.options.parentsPerTask in body should be less than or equal to 1000",
         ),
         (
             "spec.ttlSecondsAfterFinished",

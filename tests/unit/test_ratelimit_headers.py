@@ -49,19 +49,33 @@ def test_the_backoff_doubles_up_to_its_cap() -> None:
 
 
 @pytest.mark.parametrize(
-    ("headers", "remaining", "reset"),
+    ("headers", "remaining", "reset", "limit"),
     [
-        ({"X-RateLimit-Remaining": "42", "X-RateLimit-Reset": "30"}, 42, 30),
-        ({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(NOW) + 90)}, 0, 90),
-        ({"RateLimit-Remaining": "7"}, 7, None),
-        ({"RateLimit": '"default";r=5;t=12', "RateLimit-Policy": '"default";q=100;w=60'}, 5, 12),
-        ({"RateLimit": "limit=100, remaining=3, reset=4"}, 3, 4),
+        ({"X-RateLimit-Remaining": "42", "X-RateLimit-Reset": "30"}, 42, 30, None),
+        ({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(int(NOW) + 90)}, 0, 90, None),
+        ({"RateLimit-Remaining": "7", "X-RateLimit-Limit": "50"}, 7, None, 50),
+        (
+            {"RateLimit": '"default";r=5;t=12', "RateLimit-Policy": '"default";q=100;w=60'},
+            5,
+            12,
+            100,
+        ),
+        ({"RateLimit": "limit=100, remaining=3, reset=4"}, 3, 4, 100),
     ],
 )
 def test_a_response_says_what_is_left_of_the_quota(
-    headers: dict[str, str], remaining: float, reset: float | None
+    headers: dict[str, str], remaining: float, reset: float | None, limit: float | None
 ) -> None:
-    assert ratelimit.quota(httpx.Headers(headers), now=NOW) == ratelimit.Quota(remaining, reset)
+    expected = ratelimit.Quota(remaining, reset, limit)
+    assert ratelimit.quota(httpx.Headers(headers), now=NOW) == expected
+
+
+def test_a_spent_quota_is_waited_for_until_half_is_back_not_until_it_is_whole() -> None:
+    bucket = ratelimit.Quota(remaining=2, reset_after=10, limit=102)  # 10 tokens a second
+    assert bucket.wait_for(12) == 4.9  # 51 tokens: half the quota, more than the call's 12
+    assert bucket.wait_for(72) == 7.0  # the call's 72, more than half
+    assert ratelimit.Quota(remaining=2, reset_after=10).wait_for(12) == 10  # limit not said
+    assert ratelimit.Quota(remaining=2, reset_after=None, limit=102).wait_for(12) is None
 
 
 def test_a_response_without_rate_headers_says_nothing_of_the_quota() -> None:

@@ -35,7 +35,7 @@ VALID: dict[str, Any] = {
 
 
 def document(**changes: Any) -> dict[str, Any]:
-    """VALID with changes given as dotted paths (``spec__options__pageSize=1000``)."""
+    """VALID with changes given as dotted paths (``spec__options__pageSize=100``)."""
     doc = copy.deepcopy(VALID)
     for dotted, value in changes.items():
         *parents, last = dotted.split("__")
@@ -77,7 +77,7 @@ def test_the_example_file_loads_with_the_defaults() -> None:
     assert spec.kinds == ["organizations", "people", "deals", "messages"]
     assert spec.options == runspec.RunOptions()
     assert (spec.options.stripes, spec.options.page_size, spec.options.window_size) == (4, 500, 50)
-    assert (spec.options.fetch_threads, spec.options.deals_per_task) == (4, 10)
+    assert (spec.options.fetch_threads, spec.options.parents_per_task) == (4, 10)
     assert spec.options.max_in_flight is None
     assert spec.suspend is False and spec.ttl_seconds_after_finished is None
     assert run.status is None
@@ -100,7 +100,7 @@ def test_a_rate_limit_and_every_option_can_be_set() -> None:
             "windowSize": 60,
             "maxInFlight": 1000,
             "fetchThreads": 16,
-            "dealsPerTask": 1000,
+            "parentsPerTask": 1000,
         },
         spec__suspend=True,
         spec__ttlSecondsAfterFinished=0,
@@ -149,15 +149,15 @@ BOUNDS = [
     ("stripes", 0, "must be at least 1; got 0"),
     ("stripes", 65, "must be at most 64; got 65"),
     ("pageSize", 0, "must be at least 1; got 0"),
-    ("pageSize", 1000, "must be at most 500 (the source's largest page); got 1000"),
+    ("pageSize", 10_001, "must be at most 10000 (a provider serves at most its own largest"),
     ("windowSize", 0, "must be at least 1; got 0"),
     ("windowSize", 61, "must be at most 60 (a refused window is rewritten with a savepoint"),
     ("maxInFlight", 0, "must be at least 1; got 0"),
     ("maxInFlight", 1001, "must be at most 1000; got 1001"),
     ("fetchThreads", 0, "must be at least 1; got 0"),
     ("fetchThreads", 17, "must be at most 16; got 17"),
-    ("dealsPerTask", 0, "must be at least 1; got 0"),
-    ("dealsPerTask", 1001, "must be at most 1000; got 1001"),
+    ("parentsPerTask", 0, "must be at least 1; got 0"),
+    ("parentsPerTask", 1001, "must be at most 1000; got 1001"),
 ]
 
 
@@ -266,12 +266,12 @@ def test_each_rule_names_its_path_and_the_fix(changes: dict[str, Any], expected:
         (
             {"spec__options__pagesize": 1},
             "spec.options.pagesize: unknown field (did you mean pageSize?); known fields here: "
-            "stripes, pageSize, windowSize, maxInFlight, fetchThreads, dealsPerTask",
+            "stripes, pageSize, windowSize, maxInFlight, fetchThreads, parentsPerTask",
         ),
         (
             {"spec__source__baseUrl": "http://h"},
             "spec.source.baseUrl: unknown field (did you mean baseURL?); known fields here: "
-            "provider, baseURL, credentialsSecretRef, rateLimit",
+            "provider, baseURL, credentialsSecretRef, rateLimit, options",
         ),
         (
             {"spec__priority": 3},
@@ -319,7 +319,7 @@ def test_every_problem_is_listed_one_per_line() -> None:
     doc = document(
         metadata__name="Acme",
         spec__workspace=DELETE,
-        spec__options__pageSize=1000,
+        spec__options__pageSize=10_001,
         spec__options__windowSize=0,
         spec__kinds=["people", "people"],
     )
@@ -660,8 +660,9 @@ def test_the_json_schema_speaks_camel_case_and_forbids_unknown_fields() -> None:
         "baseURL",
         "credentialsSecretRef",
         "rateLimit",
+        "options",
     ]
-    assert defs["RunOptions"]["properties"]["pageSize"]["maximum"] == 500
+    assert defs["RunOptions"]["properties"]["pageSize"]["maximum"] == 10_000
     assert defs["MigrationRunSpec"]["properties"]["kinds"]["x-kubernetes-list-type"] == "set"
     assert defs["RunOptions"]["additionalProperties"] is False
     assert defs["MigrationRunStatus"]["properties"]["state"]

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ferryman_worker import __version__, logs
+from ferryman_worker import __version__, logs, providertool
 from ferryman_worker.errors import FerrymanError
 from ferryman_worker.settings import Settings, load, load_logging
 
@@ -90,7 +90,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from ferryman_worker import localrun
 
-    return localrun.run_file(args.file, lambda: database_url(settings), settings)
+    return localrun.run_file(
+        args.file, lambda: database_url(settings), settings, provider_file=args.provider_file
+    )
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
@@ -239,6 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("file", help="a MigrationRun YAML, the same kubectl apply takes")
     run.add_argument("--lanes", help="lanes of the in-process capsule (needs 'migrations')")
+    run.add_argument(
+        "--provider-file",
+        metavar="FILE",
+        help="a declarative provider YAML whose metadata.name is the run's spec.source.provider; "
+        "it is snapshotted into the run when admitted (a resumed run keeps that definition)",
+    )
     run.set_defaults(handler=cmd_run)
     status = commands.add_parser("status", help="progress of every run, or of one")
     status.add_argument("run", nargs="?", help="namespace/name of the run (default: all)")
@@ -264,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--jobs", type=int, default=2000, help="jobs to run (default 2000)")
     demo.set_defaults(handler=cmd_demo)
+    providertool.add_parsers(commands)
     _add_plugins(commands)
     return parser
 

@@ -121,11 +121,13 @@ def request_for(
     lane_width: int,
     mapping: dict[str, Any] | None = None,
     sealed: Sealed | None = None,
+    provider_definition: dict[str, Any] | None = None,
 ) -> runs.RunRequest:
     """The admission request for a MigrationRun; the lane width sets the default in-flight;
     ``mapping`` is the document ``spec.mapping`` names (read by the caller). With ``sealed``
     (the operator's admission) the run belongs to its namespace: its workspace must be the
-    namespace's, and its workers use only that credential."""
+    namespace's, and its workers use only that credential. ``provider_definition``: a
+    declarative provider to snapshot into the run."""
     spec, source = run.spec, run.spec.source
     options = spec.options
     if spec.mapping is not None and mapping is None:
@@ -151,6 +153,8 @@ def request_for(
         mapping=mapping,
         namespace=namespace,
         sealed=sealed,
+        provider_definition=provider_definition,
+        source_options=dict(source.options),
     )
 
 
@@ -164,7 +168,7 @@ def engine_options(
         "window_size": options.window_size,
         "max_in_flight": max_in_flight,
         "fetch_threads": options.fetch_threads,
-        "deals_per_task": options.deals_per_task,
+        "parents_per_task": options.parents_per_task,
         "rate_limit": None
         if rate is None
         else {"tokens_per_second": rate.tokens_per_second, "burst": rate.burst},
@@ -177,10 +181,12 @@ def admit(
     lane_width: int,
     mapping: dict[str, Any] | None = None,
     sealed: Sealed | None = None,
+    provider_definition: dict[str, Any] | None = None,
 ) -> int:
     """Admit and start the run (or find it, if it was admitted before, and start it if the
     process that admitted it died before it was started); returns its id. ``sealed``: the
-    run's credential, sealed by the operator from the Secret in the run's namespace.
+    run's credential, sealed by the operator from the Secret in the run's namespace; a
+    declarative ``provider_definition`` is snapshotted into the run.
 
     AdmissionRefused when another run of the workspace is live: the database decides;
     WorkspaceOwned when another namespace owns the workspace."""
@@ -192,7 +198,7 @@ def admit(
         ):
             runs.start(conn, existing)  # admitted, then the admitting process died: finish it
         return int(existing["id"])
-    row = runs.admit(conn, request_for(run, lane_width, mapping, sealed))
+    row = runs.admit(conn, request_for(run, lane_width, mapping, sealed, provider_definition))
     runs.start(conn, row)
     if run.spec.suspend:
         runs.suspend(conn, int(row["id"]))

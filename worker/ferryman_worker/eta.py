@@ -271,11 +271,12 @@ def costs_of(provider: Provider, kinds: list[str]) -> dict[str, Costs]:
         kind = provider.kinds[name]
         try:
             if kind.walk == "tree":
+                body = provider.body(name, {"id": "0"})
                 found[name] = Costs(
-                    provider.children(name, 0, 0, 1).cost, provider.body(name, {"id": 0}).cost
+                    provider.listing(name, {"id": "0"}).cost, body.cost if body else 0
                 )
             else:
-                found[name] = Costs(provider.listing(name, 0, 1).cost)
+                found[name] = Costs(provider.listing(name, None).cost)
         except (KeyError, TypeError, ValueError):
             continue
     return found
@@ -309,11 +310,11 @@ def of_run(
 ) -> Estimate:
     """The ETA of the running ``run`` (its row: phases, phase, provider, options) from its
     kinds' active seconds (``progress``) and its ``open_work`` rows."""
-    from ferryman_worker.providers import load
+    from ferryman_worker import providers
 
     active = {str(p["kind"]): float(p["active_seconds"] or 0.0) for p in progress}
     seen = {str(r["kind"]): r for r in rows}
-    provider = load(run["provider"])
+    provider = providers.of_run(run)
     work = [
         _work(name, number, seen.get(name, {}), active.get(name, 0.0), provider)
         for number, names in enumerate(run["phases"])

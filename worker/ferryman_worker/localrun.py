@@ -19,12 +19,13 @@ import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from ferryman_worker import console, contract, eta, reaper, wording
+from ferryman_worker import console, contract, eta, providers, reaper, wording
 from ferryman_worker.db import connect, migrate
 from ferryman_worker.engine import runs
 from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
 from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.providers import declarative
 from ferryman_worker.queue.worker import Worker
 from ferryman_worker.settings import Settings
 
@@ -46,24 +47,31 @@ def lane_width(settings: Settings) -> int:
 
 
 def run_file(
-    path: str, database: Callable[[], str], settings: Settings, out: TextIO = sys.stdout
+    path: str,
+    database: Callable[[], str],
+    settings: Settings,
+    out: TextIO = sys.stdout,
+    provider_file: str | None = None,
 ) -> int:
     """Run (or resume) the MigrationRun in ``path`` to its end; returns the exit code. The file,
+    the provider file (a declarative provider, snapshotted into the run when it is admitted),
     the lanes and the credential are checked before ``database()`` (which may start a server)."""
     spec = contract.load_run_file(path)
+    definition = _provider_definition(provider_file, spec)
     width = lane_width(settings)
     mapping = mapping_file(path, spec)
     runtime = EngineRuntime(
         settings.credentials_dir, settings.source_timeout, settings.sync_windows
     )
     request = contract.request_for(spec, width, mapping)
+    style = providers.resolve(spec.spec.source.provider, definition).auth
     runtime.credential(  # missing: say so, admit nothing
-        {"credential": request.credential, "base_url": request.base_url}
+        {"credential": request.credential, "base_url": request.base_url}, style
     )
     url = database()
     with connect.connect(url) as conn:
         migrate.migrate(conn)
-        _admit_or_resume(conn, spec, width, mapping, settings, out)
+        _admit_or_resume(conn, spec, width, mapping, settings, out, definition)
         worker = Worker(settings, url, resources={RESOURCE: runtime})
         interrupted = threading.Event()
         previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
@@ -75,6 +83,19 @@ def run_file(
             worker.stop()
             runtime.close()
         return _report(conn, final, interrupted.is_set(), path, command(settings), out)
+
+
+def _provider_definition(
+    provider_file: str | None, spec: contract.MigrationRun
+) -> dict[str, Any] | None:
+    """The declarative provider in ``provider_file``, checked against the run's
+    ``spec.source.provider``; None without a file."""
+    if provider_file is None:
+        return None
+    provider = declarative.load_file(provider_file)
+    definition = provider.definition()
+    declarative.from_definition(spec.spec.source.provider, definition)  # the names agree
+    return definition
 
 
 def mapping_file(path: str, spec: contract.MigrationRun) -> dict[str, Any] | None:
@@ -95,11 +116,12 @@ def _admit_or_resume(
     mapping: dict[str, Any] | None,
     settings: Settings,
     out: TextIO,
+    definition: dict[str, Any] | None = None,
 ) -> None:
     name = contract.run_key(spec)
     existing = runs.by_name(conn, name)
     if existing is None:
-        run_id = contract.admit(conn, spec, width, mapping)
+        run_id = contract.admit(conn, spec, width, mapping, provider_definition=definition)
         print(f"run {name} admitted (id {run_id})", file=out)
         return
     run_id = int(existing["id"])

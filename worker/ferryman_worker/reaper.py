@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from ferryman_worker import providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import phases, runs, schedule
-from ferryman_worker.providers import load as load_provider
 from ferryman_worker.queue import admin
 from ferryman_worker.settings import Settings
 
@@ -57,7 +57,7 @@ def sweep_engine(conn: Connection, stale_after: float) -> EngineSweeps:
         with conn.transaction():
             locked = runs.lock(conn, int(run["id"]))
             before = (locked["phase"], locked["state"])
-            phases.close_if_done(conn, locked, load_provider(locked["provider"]))
+            phases.close_if_done(conn, locked, providers.of_run(locked))
             after = runs.lock(conn, int(run["id"]))
             advanced += (after["phase"], after["state"]) != before
     refilled, queued = 0, 0

@@ -41,11 +41,11 @@ def test_every_option_bound_of_the_models_is_in_the_schema() -> None:
     nodes = _walk(_schema())
     bounds = {
         "spec.options.stripes": (1, 64),
-        "spec.options.pageSize": (1, 500),
+        "spec.options.pageSize": (1, 10_000),
         "spec.options.windowSize": (1, 60),
         "spec.options.maxInFlight": (1, 1000),
         "spec.options.fetchThreads": (1, 16),
-        "spec.options.dealsPerTask": (1, 1000),
+        "spec.options.parentsPerTask": (1, 1000),
     }
     for path, (low, high) in bounds.items():
         assert (nodes[path]["minimum"], nodes[path]["maximum"]) == (low, high), path

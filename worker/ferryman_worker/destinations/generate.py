@@ -42,6 +42,10 @@ _TAILS = {
 }
 
 
+KEEPS_SOURCE_ID = ("bigint", "integer", "text")
+"""Column types whose text is the source id's own (an integer id, or a text one)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class KindCatalog:
     """What the catalog says about a kind's table, resolved at admission and kept in the run."""
@@ -174,6 +178,29 @@ class _Shape:
             " THEN ferryman_unresolved({kind}, {source}) ELSE {found} END"
         ).format(source=source, found=found, kind=sql.Literal(reference.kind))
 
+    def source_column(self) -> str | None:
+        """A column that stores the record's source id as it is (an integer or text column
+        filled from the source id's field, with no cast or default), so the rows' RETURNING
+        finds each record's source id again (a BEFORE trigger must leave it as it is); None
+        if there is none."""
+        for name, column in self.mapping.columns.items():
+            if (
+                column.field == self.mapping.source_id
+                and column.cast is None
+                and column.default is None
+                and self.catalog.types[name] in KEEPS_SOURCE_ID
+            ):
+                return name
+        return None
+
+    def returning(self) -> str | None:
+        """The column whose RETURNING gives the slots (see ``source_column``), when every
+        record is a new row (no natural key to skip or update on)."""
+        key = self.mapping.natural_key
+        if key is not None and key.on_existing is not OnExisting.FAIL:
+            return None
+        return self.source_column()
+
     def key_match(self, row: str, target: str) -> sql.Composable:
         """``target``'s natural key equals ``row``'s."""
         assert self.mapping.natural_key is not None
@@ -203,7 +230,7 @@ def statement(mapping: KindMapping, catalog: KindCatalog, tail: Tail) -> bytes:
             " SELECT %(workspace)s, %(kind)s, s.ferryman_source_id, s.ferryman_row_id,"
             " %(run_id)s FROM slots s)"
         ),
-        *_members(shape),
+        *_members(shape, fields),
     ]
     composed = sql.SQL("WITH {} {}").format(sql.SQL(",\n").join(ctes), _TAILS[tail])
     return composed.as_bytes(None)
@@ -219,27 +246,44 @@ def _rows(
     width = len(mapping.columns)
     carried = [sql.Identifier(f"c_{i}") for i in range(width)]
     arrays = [sql.Identifier(f"j_{i}") for i in range(len(mapping.joins))]
-    insert = sql.SQL(
-        "written AS (INSERT INTO {table} ({id}, {columns}){overriding}"
-        " SELECT f.ferryman_row_id, {values} FROM fresh f)"
-    ).format(
-        table=table,
-        id=sql.Identifier(mapping.id),
-        columns=sql.SQL(", ").join(sql.Identifier(c) for c in mapping.columns),
-        overriding=sql.SQL(" OVERRIDING SYSTEM VALUE" if catalog.always else ""),
-        values=sql.SQL(", ").join(sql.SQL("f.{}").format(c) for c in carried),
-    )
+
+    def insert(fresh: str) -> sql.Composable:
+        return sql.SQL(
+            "written AS (INSERT INTO {table} ({id}, {columns}){overriding}"
+            " SELECT f.ferryman_row_id, {values} FROM {fresh} f)"
+        ).format(
+            table=table,
+            id=sql.Identifier(mapping.id),
+            columns=sql.SQL(", ").join(sql.Identifier(c) for c in mapping.columns),
+            overriding=sql.SQL(" OVERRIDING SYSTEM VALUE" if catalog.always else ""),
+            values=sql.SQL(", ").join(sql.SQL("f.{}").format(c) for c in carried),
+            fresh=sql.Identifier(fresh),
+        )
+
     sequence = sql.SQL("nextval({}::regclass) AS ferryman_row_id").format(
         sql.Literal(catalog.sequence)
     )
     source = sql.SQL("FROM input r {}").format(sql.SQL(" ").join(lateral))
     policy = mapping.natural_key.on_existing if mapping.natural_key else OnExisting.FAIL
+    keeper = shape.returning()
+    if keeper is not None:  # the table keeps the source id: RETURNING gives the slots
+        yield sql.SQL(
+            "slots AS (INSERT INTO {table} ({columns}) SELECT {values} {source}"
+            " RETURNING {id} AS ferryman_row_id, {keeper}::text AS ferryman_source_id)"
+        ).format(
+            table=table,
+            columns=sql.SQL(", ").join(sql.Identifier(c) for c in mapping.columns),
+            values=sql.SQL(", ").join(select[1 : width + 1]),
+            source=source,
+            id=sql.Identifier(mapping.id),
+            keeper=sql.Identifier(keeper),
+        )
+        return
     if policy is OnExisting.FAIL:  # a match is refused by the unique index: the database's reason
-        yield sql.SQL("fresh AS (SELECT {}, {} {})").format(
+        yield sql.SQL("slots AS (SELECT {}, {} {})").format(
             sequence, sql.SQL(", ").join(select), source
         )
-        yield insert
-        yield sql.SQL("slots AS (SELECT * FROM fresh)")
+        yield insert("slots")
         return
     yield sql.SQL("prepared AS (SELECT {} {})").format(sql.SQL(", ").join(select), source)
     yield sql.SQL(
@@ -250,7 +294,7 @@ def _rows(
         "fresh AS (SELECT {sequence}, p.* FROM prepared p"
         " WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {match}))"
     ).format(sequence=sequence, table=table, match=shape.key_match("p", "t"))
-    yield insert
+    yield insert("fresh")
     assert mapping.natural_key is not None
     kept = set(mapping.natural_key.columns)
     changed = [
@@ -271,14 +315,24 @@ def _rows(
     ).format(cols=slot_columns)
 
 
-def _members(shape: _Shape) -> Iterator[sql.Composable]:
-    """One CTE per join table: the pairs whose other record is in the ledger."""
+def _members(shape: _Shape, fields: _Fields) -> Iterator[sql.Composable]:
+    """One CTE per join table: the pairs whose other record is in the ledger. The arrays are
+    the slots' own, or, when the rows' RETURNING made the slots, read again from the input."""
+    returned = shape.returning() is not None
+    source = fields.read(shape.mapping.source_id, "text", "i")
     for index, join in enumerate(shape.mapping.joins):
         conflict = " ON CONFLICT DO NOTHING" if shape.mapping.natural_key else ""
+        rows: sql.Composable
+        if returned:
+            rows = sql.SQL("slots s JOIN input i ON {} = s.ferryman_source_id").format(source)
+            array = fields.read(join.field, "jsonb", "i")
+        else:
+            rows = sql.SQL("slots s")
+            array = sql.SQL("s.{}").format(sql.Identifier(f"j_{index}"))
         yield sql.SQL(
             "{name} AS (INSERT INTO {table} ({column}, {other})"
-            " SELECT DISTINCT s.ferryman_row_id, o.row_id FROM slots s"
-            " CROSS JOIN LATERAL jsonb_array_elements_text(s.{array}) AS e(source_id)"
+            " SELECT DISTINCT s.ferryman_row_id, o.row_id FROM {rows}"
+            " CROSS JOIN LATERAL jsonb_array_elements_text({array}) AS e(source_id)"
             " JOIN LATERAL (SELECT l.row_id FROM ferryman_ledger l"
             " WHERE l.workspace = %(workspace)s AND l.kind = {kind} AND l.source_id = e.source_id"
             " LIMIT 1) o ON true{conflict})"
@@ -287,7 +341,8 @@ def _members(shape: _Shape) -> Iterator[sql.Composable]:
             table=_table(join.table),
             column=sql.Identifier(join.column),
             other=sql.Identifier(join.other_column),
-            array=sql.Identifier(f"j_{index}"),
+            rows=rows,
+            array=array,
             kind=sql.Literal(join.kind),
             conflict=sql.SQL(conflict),
         )

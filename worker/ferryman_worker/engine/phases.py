@@ -15,12 +15,8 @@ from psycopg.types.json import Jsonb
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.providers import Provider
-
-
-def stripe_cursor(kind: str, start: int) -> tuple[str, dict[str, int]]:
-    """The cursor key and cursor of the page-walk task that starts at ``start``."""
-    return f"{kind}:{start}", {"start": start}
+from ferryman_worker.engine import paging
+from ferryman_worker.providers import Kind, Provider
 
 
 def seed_phase(conn: Connection, run: dict[str, Any], provider: Provider, phase: int) -> int:
@@ -29,7 +25,8 @@ def seed_phase(conn: Connection, run: dict[str, Any], provider: Provider, phase:
     for name in run["phases"][phase]:
         kind = provider.kinds[name]
         if kind.walk == "pages":
-            _seed_stripes(conn, run["id"], phase, name, options["stripes"], options["page_size"])
+            size = paging.page_size(options, kind)
+            _seed_pages(conn, run["id"], phase, kind, options["stripes"], size)
         else:
             conn.execute(
                 queries.engine("seed_tree_tasks"),
@@ -39,17 +36,24 @@ def seed_phase(conn: Connection, run: dict[str, Any], provider: Provider, phase:
                     "kind": name,
                     "workspace": run["workspace"],
                     "parent_kind": kind.parent,
-                    "per_task": options["deals_per_task"],
+                    "per_task": options["parents_per_task"],
                 },
             )
     return open_tasks(conn, run["id"], phase)
 
 
-def _seed_stripes(
-    conn: Connection, run_id: int, phase: int, kind: str, stripes: int, page_size: int
+def _seed_pages(
+    conn: Connection, run_id: int, phase: int, kind: Kind, stripes: int, page_size: int
 ) -> None:
-    cursors = [stripe_cursor(kind, stripe * page_size) for stripe in range(stripes)]
-    seed_tasks(conn, run_id, phase, [(kind, key, cursor) for key, cursor in cursors])
+    """The first task of each chain: per part of the kind's split, ``stripes`` stripes where
+    its pagination knows page tokens ahead, else one chain."""
+    per_part = stripes if kind.pagination.striped else 1
+    starts = [
+        paging.Position.start(kind, part, stripe, page_size)
+        for part in range(len(kind.split.parts))
+        for stripe in range(per_part)
+    ]
+    seed_tasks(conn, run_id, phase, [(kind.name, at.key(kind), at.cursor()) for at in starts])
 
 
 def seed_tasks(

@@ -37,6 +37,8 @@ UNLIMITED = 1e12
 
 MIN_WAIT = 1.0
 """The shortest pause after a 429, whatever the source said (a date in the past, ``0``)."""
+REFILL_HEADROOM = 0.5
+"""The share of a spent quota waited for before calling again (see ``Quota.wait_for``)."""
 MAX_WAIT = 3600.0
 """The longest pause a source's header can ask for; a longer one (a daily quota, a bad clock)
 is cut to this, and the calls that fail again count toward the retry limit."""
@@ -64,6 +66,22 @@ class Quota:
     remaining: float
     reset_after: float | None
     """Seconds until the quota comes back (None: not said)."""
+    limit: float | None = None
+    """The whole quota, which is back by the reset (None: not said)."""
+
+    def wait_for(self, cost: float) -> float | None:
+        """Seconds until ``cost``, or half the quota if more, is left, taking the quota to come
+        back evenly until its reset (a token bucket's refill; a fixed window comes back whole at
+        the reset, and a call made before it meets a 429 that says when); None: the reset is
+        not said. Half, not a call's worth: whoever spent the quota spends it still, and a wait
+        for exactly one call races them for it; not the whole: a full bucket wastes its refill."""
+        if self.reset_after is None:
+            return None
+        if self.limit is None or self.limit <= self.remaining:
+            return self.reset_after
+        want = max(cost, self.limit * REFILL_HEADROOM)
+        share = (want - self.remaining) / (self.limit - self.remaining)
+        return self.reset_after * min(1.0, max(0.0, share))
 
 
 def quota(headers: Mapping[str, str], now: float | None = None) -> Quota | None:
@@ -75,7 +93,20 @@ def quota(headers: Mapping[str, str], now: float | None = None) -> Quota | None:
         remaining = _number(value.strip()) if value else None
         if remaining is not None:
             reset = _reset_after(headers, now)
-            return Quota(remaining, None if reset is None else min(MAX_WAIT, max(0.0, reset)))
+            reset = None if reset is None else min(MAX_WAIT, max(0.0, reset))
+            return Quota(remaining, reset, _limit(headers))
+    return None
+
+
+def _limit(headers: Mapping[str, str]) -> float | None:
+    """The whole quota: the IETF ``RateLimit-Policy``'s ``q`` (the older draft's ``limit``),
+    else ``RateLimit-Limit`` or ``X-RateLimit-Limit``."""
+    policy = _structured(headers.get("ratelimit-policy", "")).get("q")
+    ietf = policy or _structured(headers.get("ratelimit", "")).get("q")  # the older draft's
+    for value in (ietf, headers.get("ratelimit-limit"), headers.get("x-ratelimit-limit")):
+        limit = _number(value.strip()) if value else None
+        if limit is not None:
+            return limit
     return None
 
 
@@ -201,10 +232,12 @@ class Budget:
 
     def _reconcile(self, conn: Connection, seen: Quota) -> None:
         """The shared budget holds no more than the source says is left; with less left than a
-        call costs, every worker pauses until the source's reset (a declared refill cannot know
-        what others spend meanwhile: waiting for it alone would meet a 429 at every call)."""
-        spent = seen.remaining < max(1.0, self._largest_cost)
-        pause = seen.reset_after if spent and seen.reset_after is not None else 0.0
+        call costs, every worker pauses until half of it is back (``Quota.wait_for``; a declared
+        refill cannot know what others spend meanwhile: waiting for it alone would meet a 429
+        at every call)."""
+        cost = max(1.0, self._largest_cost)
+        wait = seen.wait_for(cost) if seen.remaining < cost else None
+        pause = wait or 0.0
         if not self._ensured:
             self._ensure(conn)
         conn.execute(

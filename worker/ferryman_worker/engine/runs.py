@@ -10,13 +10,13 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from ferryman_worker import destinations
+from ferryman_worker import destinations, providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import phases, schedule
 from ferryman_worker.errors import ConfigurationError, FerrymanError
 from ferryman_worker.providers import Provider, phases_for
-from ferryman_worker.providers import load as load_provider
+from ferryman_worker.providers import resolve as resolve_provider
 
 
 class AdmissionRefused(FerrymanError):
@@ -65,6 +65,11 @@ class RunRequest:
     credential: dict[str, str]
     kinds: list[str]
     options: dict[str, Any]
+    source_options: dict[str, str] = dataclasses.field(default_factory=dict)
+    """``spec.source.options``: checked against the provider's options at admission."""
+    provider_definition: dict[str, Any] | None = None
+    """A declarative provider's definition, snapshotted into the run (None: an installed
+    provider, found by name)."""
     mapping: dict[str, Any] | None = None
     """``spec.mapping`` as parsed; None: the mapping shipped for the provider, if any."""
     namespace: str | None = None
@@ -76,7 +81,7 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
     live run (even under a race), WorkspaceOwned if another namespace owns the workspace,
     ConfigurationError if the provider or a writer of its kinds is missing, or its mapping
     cannot write here (every problem, one a line)."""
-    provider = load_provider(request.provider)
+    provider = resolve_provider(request.provider, request.provider_definition)
     run_phases = phases_for(provider, request.kinds)
     mapping = destinations.mapping_for(request.mapping, provider)
     snapshot = None
@@ -93,8 +98,13 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
         "credential": Jsonb(request.credential),
         "kinds": [kind for phase in run_phases for kind in phase],
         "phases": Jsonb(run_phases),
-        "options": Jsonb(request.options),
+        "options": Jsonb(
+            {**request.options, "source": providers.options_for(provider, request.source_options)}
+        ),
         "mapping": Jsonb(snapshot) if snapshot is not None else None,
+        "provider_definition": None
+        if request.provider_definition is None
+        else Jsonb(request.provider_definition),
     }
     kinds = [kind for phase in run_phases for kind in phase]
     _check_writers(conn, {**params, "mapping": snapshot}, provider, kinds)
@@ -159,7 +169,7 @@ def _check_writers(
 
 def start(conn: Connection, run: dict[str, Any]) -> list[int]:
     """Seed the first phase and queue up to the in-flight limit, in one transaction."""
-    provider = load_provider(run["provider"])
+    provider = providers.of_run(run)
     with conn.transaction():
         locked = lock(conn, run["id"])
         if phases.seed_phase(conn, locked, provider, int(locked["phase"])) == 0:

@@ -19,10 +19,12 @@ from typing import Any
 
 import httpx
 
+from ferryman_worker.engine import auth
 from ferryman_worker.engine.credentials import Credential, Sealer, url_host
 from ferryman_worker.engine.ratelimit import Budget, Budgets, credential_key
-from ferryman_worker.engine.source import BearerAuth, SourceClient
+from ferryman_worker.engine.source import SourceClient
 from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.providers import AuthStyle
 
 RESOURCE = "engine"
 """The key of the EngineRuntime in a worker's job resources."""
@@ -61,11 +63,11 @@ class EngineRuntime:
         self._sealer: Sealer | None = None
         self._lock = threading.Lock()
 
-    def credential(self, run: Mapping[str, Any]) -> Credential:
+    def credential(self, run: Mapping[str, Any], style: AuthStyle | None = None) -> Credential:
         """The run's credential: unsealed from ``run["sealed_credential"]`` for a run the
-        operator admitted, else (``ferryman run``) from the environment or the folder, bound to
-        the host of the run's ``base_url``. ConfigurationError says where to put it, never
-        what it is."""
+        operator admitted (every key of its Secret), else (``ferryman run``) the keys the
+        provider's auth ``style`` needs from the environment or the folder, bound to the host
+        of the run's ``base_url``. ConfigurationError says where to put it, never what it is."""
         reference = run["credential"]
         if reference.get("namespace"):
             sealed = run.get("sealed_credential")
@@ -75,7 +77,11 @@ class EngineRuntime:
                     "operator admits a run only with its Secret sealed): retry the run"
                 )
             return self._sealing().unseal(sealed)
-        return Credential({"token": self._local(reference)}, (url_host(run["base_url"]),))
+        if style is None:
+            values = {"token": self._local(reference)}
+        else:
+            values = auth.credential_values(style, reference, self._local)
+        return Credential(values, (url_host(run["base_url"]),))
 
     def _local(self, reference: Mapping[str, str]) -> str:
         name, key = reference["name"], reference.get("key", "token")
@@ -96,15 +102,19 @@ class EngineRuntime:
                 self._sealer = Sealer.from_file(self.sealing_key_file)
             return self._sealer
 
-    def client(self, base_url: str, credential: Credential) -> SourceClient:
-        """The source client of ``base_url`` with ``credential``: bearer auth, guarded by the
-        credential's hosts."""
+    def client(
+        self, base_url: str, credential: Credential, style: AuthStyle | None = None
+    ) -> SourceClient:
+        """The source client of ``base_url`` with ``credential``, applied as the provider's auth
+        ``style`` says (bearer when None), guarded by the credential's hosts."""
         with self._lock:
             client = self._clients.get((base_url, credential.id))
             if client is None:
                 client = SourceClient(
                     base_url,
-                    BearerAuth(credential.token),
+                    auth.build(style, credential.values)
+                    if style
+                    else auth.Bearer(credential.token),
                     self.source_timeout,
                     guard=credential.guard,
                     secrets=credential.secrets,

@@ -1,6 +1,6 @@
 """A claimed task and what its walk does with it: call the source (tokens first, retries,
 429 pauses), commit windows (rows, row errors and the checkpoint in one transaction), stop at a
-window boundary when the run is suspended or cancelled, and finish (next stripe, barrier,
+window boundary when the run is suspended or cancelled, and finish (next page, barrier,
 top-up and the job's completion in the last window's transaction)."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 from psycopg.rows import tuple_row
 
-from ferryman_worker import destinations, metrics
+from ferryman_worker import destinations, metrics, providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.engine import phases, schedule, windows
+from ferryman_worker.engine import paging, phases, schedule, windows
 from ferryman_worker.engine.ratelimit import Budget
 from ferryman_worker.engine.runtime import EngineRuntime
 from ferryman_worker.engine.source import (
@@ -26,8 +26,7 @@ from ferryman_worker.engine.source import (
     SourceError,
     SourceTimeout,
 )
-from ferryman_worker.providers import Kind, Provider, Request
-from ferryman_worker.providers import load as load_provider
+from ferryman_worker.providers import Kind, Provider, Reply, Request
 from ferryman_worker.queue import JobContext
 
 Mapper = Callable[[Callable[[Request], Any], Iterable[Request]], Iterator[Any]]
@@ -60,15 +59,15 @@ class Scope:
     def build(
         cls, ctx: JobContext, run: dict[str, Any], task: dict[str, Any], runtime: EngineRuntime
     ) -> Scope:
-        provider = load_provider(run["provider"])
-        credential = runtime.credential(run)
+        provider = providers.of_run(run)
+        credential = runtime.credential(run, provider.auth)
         return cls(
             ctx,
             run,
             task,
             provider,
             provider.kinds[task["kind"]],
-            runtime.client(run["base_url"], credential),
+            runtime.client(run["base_url"], credential, provider.auth),
             runtime.budget(run["base_url"], credential, run["options"].get("rate_limit")),
         )
 
@@ -80,6 +79,12 @@ class Scope:
     def options(self) -> dict[str, Any]:
         options: dict[str, Any] = self.run["options"]
         return options
+
+    @property
+    def source_options(self) -> dict[str, Any]:
+        """The run's ``spec.source.options``, typed and with the provider's defaults."""
+        found: dict[str, Any] = self.options.get("source") or {}
+        return found
 
     @functools.cached_property
     def cursor(self) -> windows.Cursor:
@@ -99,9 +104,10 @@ class Scope:
 
     # -- the source ---------------------------------------------------------------------------
 
-    def fetch(self, request: Request) -> Any:
+    def fetch(self, request: Request) -> Reply:
         """One call, on the job thread (see ``call_all``)."""
-        return self.call_all([request])[0]
+        reply: Reply = self.call_all([request])[0]
+        return reply
 
     def call_all(
         self, requests: Sequence[Request], map_: Mapper = map, *, gone_ok: bool = False
@@ -151,7 +157,7 @@ class Scope:
         began = time.perf_counter()
         try:
             with metrics.in_flight():
-                answer = self.client.get(request)
+                answer = self.client.call(request, self.kind.policy)
         except SourceError as exc:
             metrics.source_call(
                 self.budget.credential,
@@ -172,7 +178,7 @@ class Scope:
         extra_malformed: Sequence[tuple[str | None, str]] = (),
         *,
         finish: bool = False,
-        next_stripe: int | None = None,
+        following: paging.Position | None = None,
     ) -> None:
         """One window, committed with the checkpoint at ``offset``: one statement, or with
         ``finish`` one transaction that also ends the task and completes the job. A row the
@@ -185,21 +191,19 @@ class Scope:
         try:
             try:
                 if finish:
-                    counts = self._transaction(windows.write, window, next_stripe)
+                    counts = self._transaction(windows.write, window, following)
                 else:  # one statement, committed on its own
                     counts = windows.write(self.cursor, self.target, window)
             except windows.REFUSED:
                 counts = self._transaction(
-                    windows.write_carefully, window, next_stripe, finish=finish
+                    windows.write_carefully, window, following, finish=finish
                 )
         except windows.Closed:
             self.gate(self.conn)
             if not self.holds_task(self.conn):
                 raise Stop(None) from None
             # refused while suspended, resumed before the look: the same window again
-            self.commit_window(
-                records, offset, extra_malformed, finish=finish, next_stripe=next_stripe
-            )
+            self.commit_window(records, offset, extra_malformed, finish=finish, following=following)
             return
         metrics.window(
             (self.run["id"], self.run["name"]),
@@ -214,14 +218,14 @@ class Scope:
         self,
         write: Callable[[windows.Cursor, windows.Target, windows.Window], windows.Counts],
         window: windows.Window,
-        next_stripe: int | None,
+        following: paging.Position | None,
         *,
         finish: bool = True,
     ) -> windows.Counts:
         with self.ctx.completing() if finish else self.conn.transaction():
             counts = write(self.cursor, self.target, window)
             if finish:
-                self.finish(self.conn, next_stripe)
+                self.finish(self.conn, following)
         return counts
 
     def gate(self, conn: Connection) -> None:
@@ -238,8 +242,8 @@ class Scope:
         params = {"task_id": self.task["id"], "job_id": self.ctx.job.id}
         return conn.execute(queries.engine("task_held"), params).fetchone() is not None
 
-    def finish(self, conn: Connection, next_stripe: int | None) -> None:
-        """The task's last step, in its last window's transaction: done, next stripe task,
+    def finish(self, conn: Connection, following: paging.Position | None) -> None:
+        """The task's last step, in its last window's transaction: done, next page's task,
         the barrier, the run's top-up."""
         run = conn.execute(queries.engine("lock_run"), {"run_id": self.run["id"]}).fetchone()
         assert run is not None
@@ -253,9 +257,9 @@ class Scope:
             is None
         ):
             raise Stop(None)
-        if next_stripe is not None:
-            key, cursor = phases.stripe_cursor(self.kind.name, next_stripe)
-            phases.seed_tasks(conn, run["id"], self.task["phase"], [(self.kind.name, key, cursor)])
+        if following is not None:
+            task = (self.kind.name, following.key(self.kind), following.cursor())
+            phases.seed_tasks(conn, run["id"], self.task["phase"], [task])
         phases.close_if_done(conn, run, self.provider)
         schedule.top_up(conn, run)
         conn.execute(queries.engine("beat_run"), {"run_id": run["id"]})

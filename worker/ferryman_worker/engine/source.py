@@ -15,7 +15,7 @@ import http
 import logging
 import random
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -24,27 +24,25 @@ import pydantic_core
 from ferryman_worker.engine import ratelimit
 from ferryman_worker.engine.credentials import HostNotBound, redact
 from ferryman_worker.errors import FerrymanError
-from ferryman_worker.providers import Request
+from ferryman_worker.providers import Reply, Request, ResponsePolicy
+
+DEFAULT_POLICY = ResponsePolicy()
 
 log = logging.getLogger("ferryman.engine.source")
-
-Guard = Callable[[httpx.Request], None]
-"""Refuses a request (by raising) before it is sent."""
 
 
 class SourceError(FerrymanError):
     """The source failed the call; ``retryable`` says whether trying again may help, ``status``
-    is the HTTP status it answered with (None: no answer, or not one of its statuses)."""
+    is the HTTP status it answered with (None: no answer, or not one of its statuses), ``gone``
+    that it says the record does not exist (any more)."""
 
-    def __init__(self, message: str, *, retryable: bool, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, retryable: bool, status: int | None = None, gone: bool = False
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status = status
-
-    @property
-    def gone(self) -> bool:
-        """The source says the record does not exist (any more): HTTP 404 or 410."""
-        return self.status in (404, 410)
+        self.gone = gone
 
 
 class SourceTimeout(SourceError):
@@ -55,34 +53,33 @@ class SourceTimeout(SourceError):
 
 
 class RateLimited(SourceError):
-    """HTTP 429: wait ``retry_after`` seconds (the source said so), or back off (None: it did
-    not say for how long)."""
+    """The source is rate-limiting us: wait ``retry_after`` seconds (the source said so), or
+    back off from ``backoff`` seconds, doubling (None: it did not say for how long)."""
 
-    def __init__(self, retry_after: float | None) -> None:
+    def __init__(self, retry_after: float | None, status: int = 429, backoff: float = 1.0) -> None:
         how_long = "" if retry_after is None else f" for {retry_after:.0f}s"
-        super().__init__(f"the source is rate-limiting us{how_long}", retryable=True, status=429)
+        super().__init__(f"the source is rate-limiting us{how_long}", retryable=True, status=status)
+        self.backoff = backoff
         self.retry_after = retry_after
 
     def pause(self, attempt: int) -> float:
         """Seconds to pause the credential after the ``attempt``-th 429 of a call in a row."""
-        return ratelimit.backoff(attempt) if self.retry_after is None else self.retry_after
+        if self.retry_after is None:
+            return ratelimit.backoff(attempt, base=self.backoff)
+        return self.retry_after
 
 
-class BearerAuth(httpx.Auth):
-    """``Authorization: Bearer <token>``."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["Authorization"] = f"Bearer {self.token}"
-        yield request
+Guard = Callable[[httpx.Request], None]
+"""Called with every request before it is sent; raises to refuse it."""
 
 
 @dataclasses.dataclass
 class SourceClient:
     """A keep-alive HTTP client for one source and credential (thread-safe: httpx.Client).
-    ``secrets`` are redacted from whatever of the source's answer is logged."""
+
+    ``auth`` puts the credential on each request; ``guard`` (an httpx request hook) may refuse a
+    request by raising; redirects are never followed. ``secrets`` are redacted from every
+    message (the auth's own secrets are too)."""
 
     base_url: str
     auth: httpx.Auth
@@ -92,6 +89,7 @@ class SourceClient:
     client: httpx.Client = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
+        self.secrets = (*self.secrets, *getattr(self.auth, "secrets", ()))
         self.client = httpx.Client(
             base_url=self.base_url,
             auth=self.auth,
@@ -99,61 +97,78 @@ class SourceClient:
             timeout=httpx.Timeout(self.timeout, connect=5.0),
             limits=httpx.Limits(max_connections=32, max_keepalive_connections=32),
             follow_redirects=False,
-            event_hooks={"request": [self.guard] if self.guard else []},
+            event_hooks={"request": [self.guard]} if self.guard else {},
         )
 
-    def get(self, request: Request) -> Any:
-        """One GET, decoded; SourceError (RateLimited for 429) on failure. No retry here."""
+    def call(self, request: Request, policy: ResponsePolicy = DEFAULT_POLICY) -> Reply:
+        """One call, its body decoded; SourceError (RateLimited) as ``policy`` says. No retry."""
+        what = f"{request.method} {self._redacted(request.path)}"
         try:
-            response = self.client.get(request.path, params=request.params)
+            response = self.client.request(
+                request.method,
+                request.path,
+                params=dict(request.params) or None,
+                headers=dict(request.headers) or None,
+                json=request.json,
+            )
         except HostNotBound as exc:
-            raise SourceError(f"GET {request.path}: {exc}", retryable=False) from None
+            raise SourceError(f"{what}: {exc}", retryable=False) from None
         except httpx.TimeoutException:
-            raise SourceTimeout(f"GET {request.path} timed out after {self.timeout:g}s") from None
+            raise SourceTimeout(f"{what} timed out after {self.timeout:g}s") from None
         except httpx.ConnectError:
             raise SourceError(
-                f"GET {request.path}: cannot connect to {self.base_url} (check"
+                f"{what}: cannot connect to {self.base_url} (check"
                 " spec.source.baseURL, and that the source is up and reachable)",
                 retryable=True,
             ) from None
         except httpx.TransportError as exc:
-            raise SourceError(
-                f"GET {request.path} failed: {type(exc).__name__}", retryable=True
-            ) from None
-        if response.status_code == 429:
-            raise RateLimited(ratelimit.retry_after(response.headers))
+            raise SourceError(f"{what} failed: {type(exc).__name__}", retryable=True) from None
         status = response.status_code
-        if status >= 300:
-            self._log_answer(request, response)
-        if status >= 500:
+        action = policy.action(status)
+        if action != "ok":
+            self._log_answer(what, response)
+        if action == "rate_limited":
+            raise RateLimited(_wait(policy, response.headers), status, policy.backoff)
+        if action == "retry":
+            raise SourceError(f"{what}: HTTP {_said(status)}", retryable=True, status=status)
+        if action != "ok":
             raise SourceError(
-                f"GET {request.path}: HTTP {_said(status)}", retryable=True, status=status
-            )
-        if status >= 300:
-            raise SourceError(
-                f"GET {request.path}: HTTP {_said(status)}" + _hint(status),
+                f"{what}: HTTP {_said(status)}" + _hint(status),
                 retryable=False,
                 status=status,
+                gone=action == "gone",
             )
         try:
-            return pydantic_core.from_json(response.content)  # faster than json.loads
+            body = pydantic_core.from_json(response.content) if response.content else None
         except ValueError as exc:
-            raise SourceError(
-                f"GET {request.path}: the response is not JSON ({exc})", retryable=True
-            ) from None
+            raise SourceError(f"{what}: the response is not JSON ({exc})", retryable=True) from None
+        return Reply(status, response.headers, body)
 
-    def _log_answer(self, request: Request, response: httpx.Response) -> None:
+    def get(self, request: Request) -> Any:
+        """One call's decoded body."""
+        return self.call(request).body
+
+    def _redacted(self, text: str) -> str:
+        """``text`` without a secret should it hold one; redacted, then cut."""
+        return redact(text, self.secrets)
+
+    def _log_answer(self, what: str, response: httpx.Response) -> None:
         """The source's words on a failed call, for whoever reads the worker's log: redacted,
         then cut (they never reach a run's status)."""
-        log.info(
-            "GET %s: HTTP %s: %s",
-            request.path,
-            response.status_code,
-            redact(response.text, self.secrets),
-        )
+        log.info("%s: HTTP %s: %s", what, response.status_code, self._redacted(response.text))
 
     def close(self) -> None:
         self.client.close()
+
+
+def _wait(policy: ResponsePolicy, headers: httpx.Headers) -> float | None:
+    """How long a rate-limited answer asks us to wait: the standard headers (``Retry-After``,
+    the IETF ``RateLimit`` fields, ``X-RateLimit-Reset``), else the policy's own reset header;
+    None: it does not say (the caller backs off)."""
+    wait = ratelimit.retry_after(headers)
+    if wait is None and policy.reset and headers.get(policy.reset):
+        wait = ratelimit.retry_after({"x-ratelimit-reset": headers[policy.reset]})
+    return wait
 
 
 def _said(status: int) -> str:

@@ -1,6 +1,7 @@
-"""The tree walk (e-mail): a task's parents (ten deals), in order; per parent one listing of its
-children, then each child's body, then the children in windows with a checkpoint after the
-parent.
+"""The tree walk: a task's parents (ten by default, by their source ids, text), in order; per
+parent the listing of its children (page after page, in the kind's pagination), then each child's
+body where the listing does not carry it, then the children in windows with a checkpoint after
+the parent.
 
 Source calls run on ``fetch_threads`` fetch threads in rounds: each round's tokens are reserved
 on the job thread first, the fetch threads hold no database connection, and the job thread joins
@@ -27,7 +28,7 @@ from typing import Any
 
 from ferryman_worker import metrics
 from ferryman_worker.db import queries
-from ferryman_worker.engine import windows
+from ferryman_worker.engine import paging, windows
 from ferryman_worker.engine.scope import Scope
 from ferryman_worker.engine.source import SourceError
 
@@ -43,7 +44,7 @@ Pool = concurrent.futures.ThreadPoolExecutor
 def walk_tree(scope: Scope) -> None:
     """Parents from the task's offset on, in order; each is written, with its checkpoint, as
     soon as all its children's bodies are in hand; the last finishes the task."""
-    parents: list[int] = list(scope.task["cursor"]["parents"])
+    parents: list[str] = [str(p) for p in scope.task["cursor"]["parents"]]
     first = int(scope.task["processed_offset"])
     if first >= len(parents):
         scope.commit_window([], first, finish=True)
@@ -103,7 +104,7 @@ class _Body:
 class _Queue:
     """The task's parents, listed ahead far enough to fill a round of bodies."""
 
-    def __init__(self, scope: Scope, parents: list[int], first: int) -> None:
+    def __init__(self, scope: Scope, parents: list[str], first: int) -> None:
         self.scope = scope
         self.parents = parents
         self.next_index = first
@@ -149,7 +150,7 @@ def _write_parent(scope: Scope, parent: _Parent, *, last: bool) -> None:
 
 
 def _children_to_fetch(
-    scope: Scope, pool: Pool, parents: list[int]
+    scope: Scope, pool: Pool, parents: list[str]
 ) -> list[tuple[list[dict[str, Any]], windows.Malformed]]:
     """Per parent: its children whose bodies are still to fetch (valid, not in the ledger), and
     its malformed children."""
@@ -173,40 +174,60 @@ def _children_to_fetch(
     ]
 
 
-def _list(scope: Scope, pool: Pool, parents: list[int]) -> list[list[dict[str, Any]]]:
+def _list(scope: Scope, pool: Pool, parents: list[str]) -> list[list[dict[str, Any]]]:
     """Every child header of each parent: their listings side by side, page after page."""
-    size = int(scope.options["page_size"])
-    children: dict[int, list[dict[str, Any]]] = {parent: [] for parent in parents}
+    kind = scope.kind
+    size = paging.page_size(scope.options, kind)
+    children: dict[str, list[dict[str, Any]]] = {parent: [] for parent in parents}
+    at = {parent: paging.Position.start(kind) for parent in parents}
     pending = list(parents)
     while pending:
         requests = [
-            scope.provider.children(scope.kind.name, p, len(children[p]), size) for p in pending
+            paging.request(scope.provider, kind, at[p], size, {"id": p}, scope.source_options)
+            for p in pending
         ]
         more = []
         answers = scope.call_all(requests, pool.map, gone_ok=True)
-        for parent, payload in zip(pending, answers, strict=True):
-            if isinstance(payload, SourceError):  # gone, and its children with it
+        for parent, reply in zip(pending, answers, strict=True):
+            if isinstance(reply, SourceError):  # gone, and its children with it
                 log.info(
                     "%s %s is gone from the source: no %s to write (%s)",
-                    scope.kind.parent,
+                    kind.parent,
                     parent,
-                    scope.kind.name,
-                    payload,
+                    kind.name,
+                    reply,
                 )
                 continue
-            page = scope.provider.parse_page(payload)
-            children[parent].extend(page.records)
-            if page.more and page.records:
+            records = scope.provider.records(kind.name, reply)
+            children[parent].extend(records)
+            following = paging.following(kind, at[parent], reply, records, size)
+            if following is not None:
+                at[parent] = following
                 more.append(parent)
         pending = more
     return [children[parent] for parent in parents]
 
 
 def fetch_bodies(scope: Scope, pool: Pool, round_: list[_Body]) -> None:
-    """Fetch a round of bodies; each lands in its parent."""
-    requests = [scope.provider.body(scope.kind.name, item.header) for item in round_]
-    for item, payload in zip(round_, scope.call_all(requests, pool.map, gone_ok=True), strict=True):
-        if isinstance(payload, SourceError):
-            item.parent.lost(item.position, payload)
+    """Fetch a round of bodies; each lands in its parent (a child whose listing carries all of
+    it is in hand already)."""
+    kind = scope.kind.name
+    wanted: list[_Body] = []
+    requests = []
+    for item in round_:
+        request = scope.provider.body(kind, item.header)
+        if request is not None:
+            request = request.with_options(scope.source_options)
+        if request is None:
+            item.parent.bodies[item.position] = item.header
         else:
-            item.parent.bodies[item.position] = scope.provider.merge_body(item.header, payload)
+            wanted.append(item)
+            requests.append(request)
+    if not requests:
+        return
+    for item, reply in zip(wanted, scope.call_all(requests, pool.map, gone_ok=True), strict=True):
+        if isinstance(reply, SourceError):
+            item.parent.lost(item.position, reply)
+        else:
+            merged = scope.provider.merge_body(kind, item.header, reply.body)
+            item.parent.bodies[item.position] = merged

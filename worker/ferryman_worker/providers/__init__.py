@@ -1,9 +1,13 @@
-"""Providers: plug-ins that know one source API and its destination tables.
+"""Providers: plug-ins that know one source API.
 
-A provider declares its kinds, their phase order and how each is walked (a listing walked page by
-page, or a tree: children listed per parent, bodies fetched one by one), maps source records with
-pydantic models (a validation error marks a row malformed) and names, per kind, the SQL function
-(installed by a migration) that writes a window of records and claims their ledger slots.
+A provider declares its kinds, their phase order and how each is walked: a listing walked page by
+page (``pages``: stripes where the pagination knows its page tokens ahead, else one chain of pages
+per part of the kind's split), or a ``tree`` (children listed per parent, page by page, and each
+child's body fetched when the listing does not carry it). A kind's pagination style and stop
+rules live in ``pagination``, its requests and response policy here. Records are validated by the
+kind's pydantic model (a validation error marks a row malformed); a destination writes them
+(``destinations``).
+
 Providers are found through the ``ferryman.providers`` entry-point group; a provider package
 outside ferryman registers its migrations (destination tables, writers) in the
 ``ferryman.migrations`` group (see ``db.migrate``). The built-in ``democrm`` talks to the demo
@@ -15,42 +19,88 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.metadata
+import itertools
+from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
 from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.providers.pagination import Offset, Pagination, Reply, Request, dig
+from ferryman_worker.providers.responses import ResponsePolicy
+
+__all__ = [
+    "ENTRY_POINTS",
+    "AuthStyle",
+    "Kind",
+    "Option",
+    "Provider",
+    "Reply",
+    "Request",
+    "ResponsePolicy",
+    "Split",
+    "dig",
+    "load",
+    "of_run",
+    "options_for",
+    "phases_for",
+    "resolve",
+]
 
 ENTRY_POINTS = "ferryman.providers"
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """Parts of a kind walked side by side, each with the kind's own pagination and checkpoint:
+    each part adds its query parameters to the kind's listing (an id range, a time window, one
+    partition value). For APIs whose pages can only be reached by following a cursor; the
+    ledger absorbs a record two parts both list."""
+
+    parts: tuple[Mapping[str, Any], ...] = ({},)
+
+    @classmethod
+    def ranges(cls, low: str, high: str, bounds: list[Any]) -> Split:
+        """``[bounds[i], bounds[i+1])`` as ``low``/``high`` parameters: id ranges or time
+        windows."""
+        return cls(tuple({low: a, high: b} for a, b in itertools.pairwise(bounds)))
+
+    @classmethod
+    def values(cls, param: str, values: list[Any]) -> Split:
+        """One part per value of ``param`` (a status, a region, a partition)."""
+        return cls(tuple({param: value} for value in values))
+
+
+@dataclasses.dataclass(frozen=True)
+class AuthStyle:
+    """How the credential goes on a request: ``bearer`` (``Authorization: Bearer``), ``header``
+    (an API key in header ``name``), ``query`` (an API key in parameter ``name``), ``basic``
+    (HTTP basic from the credential's ``username`` and ``password`` keys), ``none`` (an API
+    without authentication)."""
+
+    style: Literal["bearer", "header", "query", "basic", "none"] = "bearer"
+    name: str = ""
+    prefix: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
 class Kind:
     """One collection of the source.
 
-    ``walk``: "pages" (a listing, striped by start offset) or "tree" (for each ``parent`` row
-    already written, list its children, then fetch each child's body).
+    ``walk``: "pages" (a listing) or "tree" (for each ``parent`` row already written, list its
+    children, then fetch each child's body). ``pagination``: how its pages follow each other and
+    when they end; ``split``: its parts walked side by side; ``policy``: what the source's
+    answers mean; ``max_page_size``: the largest page the source serves for it.
     """
 
     name: str
     model: type[BaseModel]
     walk: Literal["pages", "tree"] = "pages"
     parent: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Request:
-    """An HTTP GET against the source, and the rate-limit tokens it costs."""
-
-    path: str
-    params: dict[str, Any]
-    cost: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Page:
-    records: list[dict[str, Any]]
-    more: bool
+    pagination: Pagination = dataclasses.field(default_factory=Offset)
+    split: Split = Split()
+    policy: ResponsePolicy = dataclasses.field(default_factory=ResponsePolicy)
+    max_page_size: int = 500
 
 
 class Provider(Protocol):
@@ -59,16 +109,22 @@ class Provider(Protocol):
     name: str
     phases: tuple[tuple[str, ...], ...]
     kinds: dict[str, Kind]
+    auth: AuthStyle
 
-    def listing(self, kind: str, start: int, limit: int) -> Request: ...
+    def listing(self, kind: str, parent: Mapping[str, Any] | None) -> Request:
+        """The first page's request of ``kind`` (of ``parent``'s children for a tree kind),
+        without its paging parameters: the kind's pagination adds those."""
+        ...
 
-    def children(self, kind: str, parent_id: int, start: int, limit: int) -> Request: ...
+    def records(self, kind: str, reply: Reply) -> list[dict[str, Any]]:
+        """The records of one listing page."""
+        ...
 
-    def body(self, kind: str, record: dict[str, Any]) -> Request: ...
+    def body(self, kind: str, record: dict[str, Any]) -> Request | None:
+        """The request for a tree child's body, or None when its listing carries all of it."""
+        ...
 
-    def parse_page(self, payload: Any) -> Page: ...
-
-    def merge_body(self, record: dict[str, Any], payload: Any) -> dict[str, Any]: ...
+    def merge_body(self, kind: str, record: dict[str, Any], body: Any) -> dict[str, Any]: ...
 
     def writer(self, kind: str) -> str:
         """The SQL function writing a window of ``kind``: ``(rows jsonb, workspace text, kind
@@ -90,6 +146,66 @@ def load(name: str) -> Provider:
         )
     provider: Provider = found[name].load()
     return provider
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """An option a provider takes in ``spec.source.options`` (given as text)."""
+
+    type: Literal["string", "integer", "number", "boolean"] = "string"
+    default: str | None = None
+    """Its value when the run gives none; None: the run must give it."""
+
+
+def options_for(provider: Provider, given: Mapping[str, str]) -> dict[str, Any]:
+    """``spec.source.options`` checked against the options ``provider`` declares and typed, the
+    defaults filled in; ConfigurationError, one line per problem, naming each field."""
+    declared: Mapping[str, Option] = getattr(provider, "options", {})
+    problems = [
+        f"spec.source.options.{name}: {provider.name!r} has no option {name!r}"
+        f" (it has: {', '.join(sorted(declared)) or 'none'})"
+        for name in sorted(set(given) - set(declared))
+    ]
+    found: dict[str, Any] = {}
+    for name, option in sorted(declared.items()):
+        text = given.get(name, option.default)
+        if text is None:
+            problems.append(f"spec.source.options.{name}: required by {provider.name!r}; give it")
+            continue
+        try:
+            found[name] = _typed(option.type, text)
+        except ValueError:
+            problems.append(f"spec.source.options.{name}: must be {option.type}; got {text!r}")
+    if problems:
+        raise ConfigurationError("\n".join(problems))
+    return found
+
+
+def _typed(kind: str, text: str) -> Any:
+    if kind == "integer":
+        return int(text)
+    if kind == "number":
+        return float(text)
+    if kind == "boolean":
+        if text.lower() not in ("true", "false"):
+            raise ValueError(text)
+        return text.lower() == "true"
+    return text
+
+
+def resolve(name: str, definition: Mapping[str, Any] | None = None) -> Provider:
+    """The provider a run names: its declarative ``definition`` (a snapshot), else the one
+    installed as ``name``."""
+    if definition is None:
+        return load(name)
+    from ferryman_worker.providers import declarative  # it builds on this module
+
+    return declarative.from_definition(name, definition)
+
+
+def of_run(run: Mapping[str, Any]) -> Provider:
+    """The provider of a run row (or an admission request's fields)."""
+    return resolve(run["provider"], run.get("provider_definition"))
 
 
 def phases_for(provider: Provider, kinds: list[str]) -> list[list[str]]:

@@ -2,7 +2,7 @@
 
 This module owns the shape of a MigrationRun (``apiVersion: ferryman.dev/v1alpha1``): its spec, its
 status, the rules a spec must follow, and the one translation of validation errors into messages a
-user can act on (``spec.options.pageSize: must be at most 500 (the source's largest page); got
+user can act on (``spec.options.windowSize: must be at most 60 (a refused window ...); got
 1000``). The same models serve ``ferryman run run.yaml`` (no Kubernetes), the operator, and the
 generation of the CRD in ``crds/``, so a file one of them accepts the others accept too: YAML keys
 are camelCase only, unknown keys are errors, every field carries its description.

@@ -45,7 +45,7 @@ _PATTERNS: Final[dict[str, tuple[str, bool]]] = {
     CONDITION_REASON: ("a CamelCase reason, e.g. WorkspaceBusy", True),
 }
 _AT_MOST_WHY: Final = {
-    "spec.options.pageSize": "the source's largest page",
+    "spec.options.pageSize": "a provider serves at most its own largest page anyway",
     "spec.options.windowSize": "a refused window is rewritten with a savepoint per row, and"
     " PostgreSQL caches 64 subtransactions per transaction",
 }

@@ -175,6 +175,10 @@ class SourceSpec(_Model):
     rate_limit: RateLimitSpec | None = None
     """Token budget of this credential; absent: the provider's default."""
 
+    options: dict[str, Annotated[str, Field(max_length=1024)]] = Field(default_factory=dict)
+    """The provider's own options (e.g. an API version, a region), as text; the provider says
+    which it has, their types and defaults, and a run naming one it lacks is refused."""
+
 
 class RunOptions(_Model):
     """How the run is cut into work; the defaults suit most sources."""
@@ -182,8 +186,10 @@ class RunOptions(_Model):
     stripes: Annotated[int, Field(ge=1, le=64, strict=True)] = 4
     """Page-walking tasks per kind that run side by side, each walking every S-th page."""
 
-    page_size: Annotated[int, Field(ge=1, le=500, strict=True)] = 500
-    """Rows per listing call; a listing costs the same whatever its size, so the largest is best."""
+    page_size: Annotated[int, Field(ge=1, le=10_000, strict=True)] = 500
+    """Rows per listing call, at most the largest page the provider serves for each kind (a
+    larger value means that largest page); a listing costs the same whatever its size, so the
+    largest is best."""
 
     window_size: Annotated[int, Field(ge=1, le=60, strict=True)] = 50
     """Rows per transaction; a window the database refuses is rewritten with one savepoint per
@@ -193,10 +199,11 @@ class RunOptions(_Model):
     """Tasks of this run running or queued at once; absent: 2 x the migrations lane's width."""
 
     fetch_threads: Annotated[int, Field(ge=1, le=16, strict=True)] = 4
-    """Threads that fetch message bodies for one email task (they hold no database connection)."""
+    """Threads of one tree task that list its parents' children and fetch their bodies (they
+    hold no database connection)."""
 
-    deals_per_task: Annotated[int, Field(ge=1, le=1000, strict=True)] = 10
-    """Deals whose messages one email task imports."""
+    parents_per_task: Annotated[int, Field(ge=1, le=1000, strict=True)] = 10
+    """Parent records (e.g. deals) whose children (e.g. their messages) one tree task imports."""
 
 
 class MappingRef(_Model):

@@ -3,9 +3,9 @@
 -- name: admit_run
 -- One live run per workspace: the partial unique index refuses a second, even under a race.
 INSERT INTO ferryman_runs (name, workspace, provider, base_url, credential, kinds, phases, options,
-                           mapping)
+                           provider_definition, mapping)
 VALUES (%(name)s, %(workspace)s, %(provider)s, %(base_url)s, %(credential)s, %(kinds)s,
-        %(phases)s, %(options)s, %(mapping)s)
+        %(phases)s, %(options)s, %(provider_definition)s, %(mapping)s)
 RETURNING *;
 
 -- name: claim_workspace
@@ -74,17 +74,20 @@ RETURNING id;
 
 -- name: seed_tree_tasks
 -- Discovery for a tree kind: every parent the run has seen, N per task: those written (the
--- ledger) and those malformed (the row errors), whose children are rows of their own.
+-- ledger) and those malformed (the row errors), whose children are rows of their own. Source ids
+-- are text (integers, strings, UUIDs); ordered by length, then text, integers come in numeric
+-- order.
 INSERT INTO ferryman_tasks (run_id, phase, kind, cursor_key, cursor)
-SELECT %(run_id)s, %(phase)s, %(kind)s, %(kind)s || ':' || min(sid),
-       jsonb_build_object('parents', jsonb_agg(sid ORDER BY sid))
-  FROM (SELECT sid, (row_number() OVER (ORDER BY sid) - 1) / %(per_task)s AS bucket
-          FROM (SELECT source_id::bigint AS sid FROM ferryman_ledger
+SELECT %(run_id)s, %(phase)s, %(kind)s,
+       %(kind)s || ':' || (array_agg(sid ORDER BY length(sid), sid))[1],
+       jsonb_build_object('parents', jsonb_agg(sid ORDER BY length(sid), sid))
+  FROM (SELECT sid, (row_number() OVER (ORDER BY length(sid), sid) - 1) / %(per_task)s AS bucket
+          FROM (SELECT source_id COLLATE "C" AS sid FROM ferryman_ledger
                  WHERE workspace = %(workspace)s AND kind = %(parent_kind)s
                 UNION
-                SELECT source_id::bigint FROM ferryman_row_errors
+                SELECT source_id COLLATE "C" FROM ferryman_row_errors
                  WHERE run_id = %(run_id)s AND kind = %(parent_kind)s
-                   AND source_id ~ '^[0-9]+$') seen) parents
+                   AND source_id <> '') seen) parents
  GROUP BY bucket
 ON CONFLICT (run_id, kind, cursor_key) DO NOTHING
 RETURNING id;
@@ -211,9 +214,10 @@ SELECT source_id FROM ferryman_ledger
 -- name: run_progress
 -- One aggregate per run (every run, the run ``run_id``, or the runs named in ``names``): tasks by
 -- state and rows, summed from the task rows (no hot counter), with what its ETA needs
--- (provider, options). The operator reads every live run with one of these per refresh.
+-- (provider and its snapshot, options). The operator reads every live run with one of these per refresh.
 SELECT r.id, r.name, r.workspace, r.state, r.suspended, r.phase, r.phases, r.kinds,
        r.created_at, r.started_at, r.finished_at, r.heartbeat_at, r.error, r.provider,
+       r.provider_definition,
        r.options, t.*
   FROM ferryman_runs r
  CROSS JOIN LATERAL (

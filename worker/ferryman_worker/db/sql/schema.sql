@@ -293,6 +293,7 @@ CREATE TABLE ferryman_runs (
     finished_at    timestamptz,
     heartbeat_at   timestamptz NOT NULL DEFAULT now(),
     error          text,
+    provider_definition jsonb,                      -- migrations/0014: a declarative provider as admitted
     mapping        jsonb                            -- migrations/0020: the mapping as admitted
 );
 CREATE UNIQUE INDEX ferryman_runs_one_live ON ferryman_runs (workspace) WHERE state = 'running';

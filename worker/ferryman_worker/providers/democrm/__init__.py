@@ -1,15 +1,28 @@
 """The built-in provider for the demo CRM API (``hack/democrm``): organizations, people, deals,
-and the e-mail messages of each deal (a tree: listed per deal, bodies fetched one by one)."""
+and the e-mail messages of each deal (a tree: listed per deal, bodies fetched one by one).
+
+``provider`` (registered as ``democrm``) is declared in ``provider.yaml``; ``DemoCRM`` says the
+same in Python (registered as ``democrm_python``): the example of a provider in code, for what
+a YAML document cannot say."""
 
 from __future__ import annotations
 
+import pathlib
+from collections.abc import Mapping
 from typing import Any
 
-from ferryman_worker.providers import Kind, Page, Request
+from ferryman_worker.providers import AuthStyle, Kind, Reply, Request, declarative
 from ferryman_worker.providers.democrm import models
+from ferryman_worker.providers.pagination import Offset, Stops
 
 LISTING_COST = 20
 BODY_COST = 1
+MAX_PAGE = 500
+
+LISTING = Offset(offset="start", size="limit")
+"""Top-level listings: by start offset, striped; a short page is the last."""
+CHILDREN = Offset(Stops(more="pagination.more"), offset="start", size="limit")
+"""A deal's messages: page after page while ``pagination.more`` says so."""
 
 
 class DemoCRM:
@@ -23,31 +36,34 @@ class DemoCRM:
         ("messages",),
     )
     kinds = {
-        "organizations": Kind("organizations", models.Organization),
-        "people": Kind("people", models.Person),
-        "deals": Kind("deals", models.Deal),
-        "messages": Kind("messages", models.Message, walk="tree", parent="deals"),
+        "organizations": Kind("organizations", models.Organization, pagination=LISTING),
+        "people": Kind("people", models.Person, pagination=LISTING),
+        "deals": Kind("deals", models.Deal, pagination=LISTING),
+        "messages": Kind(
+            "messages", models.Message, walk="tree", parent="deals", pagination=CHILDREN
+        ),
     }
+    auth = AuthStyle("bearer")
 
-    def listing(self, kind: str, start: int, limit: int) -> Request:
-        return Request(f"/v1/{kind}", {"start": start, "limit": limit}, LISTING_COST)
+    def listing(self, kind: str, parent: Mapping[str, Any] | None) -> Request:
+        if parent is not None:
+            return Request(f"/v1/deals/{parent['id']}/messages", cost=LISTING_COST)
+        return Request(f"/v1/{kind}", cost=LISTING_COST)
 
-    def children(self, kind: str, parent_id: int, start: int, limit: int) -> Request:
-        return Request(
-            f"/v1/deals/{parent_id}/messages", {"start": start, "limit": limit}, LISTING_COST
-        )
+    def records(self, kind: str, reply: Reply) -> list[dict[str, Any]]:
+        return list(reply.body["data"])
 
     def body(self, kind: str, record: dict[str, Any]) -> Request:
-        return Request(f"/v1/messages/{record['id']}", {}, BODY_COST)
+        return Request(f"/v1/messages/{record['id']}", cost=BODY_COST)
 
-    def parse_page(self, payload: Any) -> Page:
-        return Page(list(payload["data"]), bool(payload["pagination"]["more"]))
-
-    def merge_body(self, record: dict[str, Any], payload: Any) -> dict[str, Any]:
-        return {**record, "body": payload.get("body")}
+    def merge_body(self, kind: str, record: dict[str, Any], body: Any) -> dict[str, Any]:
+        return {**record, "body": body.get("body")}
 
     def writer(self, kind: str) -> str:
         return f"democrm_write_{kind}"  # sql/migrations/0005_democrm_writers.sql
 
 
-provider = DemoCRM()
+PROVIDER_FILE = pathlib.Path(__file__).with_name("provider.yaml")
+
+python_provider = DemoCRM()
+provider = declarative.load_file(PROVIDER_FILE)

@@ -1,0 +1,236 @@
+"""Declarative providers: a bad document gets one line per problem naming its YAML path and the
+fix; a good one becomes a provider whose records, requests and pages are what it declares; the
+generated reference and JSON Schema agree with the models."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import textwrap
+
+import pytest
+
+from ferryman_worker import cli
+from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.providers import Request, declarative, options_for
+from ferryman_worker.providers.declarative import reference
+from ferryman_worker.providers.democrm import PROVIDER_FILE
+from ferryman_worker.providers.democrm import python_provider as python_democrm
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+GOOD = """
+metadata: {name: crm}
+spec:
+  auth: {style: header, name: X-Api-Key}
+  kinds:
+    companies:
+      request: {path: /companies, query: {sort: id}, headers: {API-Version: "7"}, cost: 5}
+      records: items
+      pagination: {style: keyset, key: id, param: filter, template: "id>'{key}'",
+                   sizeParam: perPage, maxPageSize: 200}
+      fields:
+        id: {type: string, required: true}
+        name: {type: string, required: true, maxLength: 5}
+        tags: {type: array, items: string}
+        employees: {type: integer}
+    notes:
+      walk: tree
+      parent: companies
+      request: {method: POST, path: "/companies/{parent.id}/notes/search",
+                body: {filter: {open: true}}}
+      pagination: {style: cursor, param: after, next: paging.after, send: body}
+      split: {values: {param: status, values: [open, closed]}}
+      responses: {gone: [], rateLimited: [429, 503], backoffSeconds: 30}
+      fields:
+        id: {type: string, required: true}
+        text: {type: string, source: body}
+"""
+
+
+def _problems(text: str) -> list[str]:
+    with pytest.raises(ConfigurationError) as caught:
+        declarative.parse(textwrap.dedent(text), "crm.yaml")
+    head, *lines = str(caught.value).splitlines()
+    assert head == f"crm.yaml: {len(lines)} problem(s):"
+    return [line.strip() for line in lines]
+
+
+def test_every_problem_of_a_bad_file_is_one_line_naming_its_yaml_path_and_the_fix() -> None:
+    problems = _problems(
+        """
+        metadata: {name: crm}
+        spec:
+          auth: {style: header}
+          kinds:
+            companies:
+              request: {path: /companies, cots: 5}
+              pagination: {style: pages}
+              fields: {id: {type: integer}}
+            notes:
+              walk: tree
+              request: {path: /notes}
+              pagination: {style: offset, offsetParam: 7}
+              fields: {id: {type: text}}
+        """
+    )
+    assert problems == [
+        "spec.auth: style header needs `name`: the header or parameter to use",
+        "spec.kinds.companies.request.cots: unknown field (remove it, or check its spelling"
+        " and indentation)",
+        "spec.kinds.companies.pagination.style: must be one of offset, page_number, next_url,"
+        " link_header, cursor, keyset, single",
+        "spec.kinds.notes.pagination.offsetParam: Input should be a valid string",
+        "spec.kinds.notes.fields.id.type: Input should be 'string', 'integer', 'number',"
+        " 'boolean', 'datetime', 'date', 'object' or 'array'",
+    ]
+
+
+def test_kinds_that_do_not_fit_together_are_named() -> None:
+    assert _problems(
+        """
+        metadata: {name: crm}
+        spec:
+          phases: [[notes], [companies]]
+          kinds:
+            companies:
+              request: {path: /companies}
+              fields: {id: {type: integer}}
+            notes:
+              walk: tree
+              parent: companies
+              request: {path: /notes}
+              fields: {key: {type: integer}}
+        """
+    ) == ["spec.kinds.notes: the id field 'id' is not among `fields`: declare it"]
+    assert _problems(
+        """
+        metadata: {name: crm}
+        spec:
+          phases: [[notes], [companies]]
+          kinds:
+            companies: {request: {path: /c}, fields: {id: {}}}
+            notes: {walk: tree, parent: companies, request: {path: /n}, fields: {id: {}}}
+        """
+    ) == [
+        "spec.kinds.notes.parent: 'companies' must be in an earlier phase than 'notes' (its"
+        " records are listed per companies record)"
+    ]
+
+
+def test_a_file_that_is_not_yaml_or_not_there_says_so() -> None:
+    with pytest.raises(ConfigurationError, match=r"crm.yaml: not YAML"):
+        declarative.parse("kinds: [", "crm.yaml")
+    with pytest.raises(ConfigurationError, match=r"nowhere.yaml: cannot read the provider file"):
+        declarative.load_file("nowhere.yaml")
+
+
+def test_a_declared_kind_validates_its_records_as_declared() -> None:
+    provider = declarative.DeclaredProvider(declarative.parse(GOOD))
+    model = provider.kinds["companies"].model
+    record = model.model_validate({"id": "c1", "name": "Acme", "extra": 1})
+    assert record.model_dump() == {"id": "c1", "name": "Acme", "tags": [], "employees": None}
+    for bad, where in (({"id": "c2"}, "name"), ({"id": "c3", "name": "Acme Inc"}, "name")):
+        with pytest.raises(ValueError, match=where):
+            model.model_validate(bad)
+    note = provider.kinds["notes"].model.model_validate({"id": "n1", "body": "hi"})
+    assert note.model_dump() == {"id": "n1", "text": "hi"}
+
+
+def test_a_declared_kind_makes_the_requests_and_pages_it_declares() -> None:
+    provider = declarative.DeclaredProvider(declarative.parse(GOOD))
+    companies, notes = provider.kinds["companies"], provider.kinds["notes"]
+    first = companies.pagination.apply(provider.listing("companies", None), "c9", 50)
+    assert (first.path, first.params, first.headers, first.cost) == (
+        "/companies",
+        {"sort": "id", "perPage": 50, "filter": "id>'c9'"},
+        {"API-Version": "7"},
+        5,
+    )
+    assert companies.max_page_size == 200 and companies.pagination.striped is False
+    search = notes.pagination.apply(provider.listing("notes", {"id": "c 1"}), "tok", 10)
+    assert (search.method, search.path, search.json) == (
+        "POST",
+        "/companies/c 1/notes/search",
+        {"filter": {"open": True}, "after": "tok"},
+    )
+    assert notes.split.parts == ({"status": "open"}, {"status": "closed"})
+    assert notes.policy.action(404) == "fail" and notes.policy.action(503) == "rate_limited"
+    assert notes.policy.backoff == 30 and companies.policy.action(404) == "gone"
+    assert provider.auth.style == "header" and provider.auth.name == "X-Api-Key"
+    assert provider.phases == (("companies",), ("notes",))
+
+
+def test_the_demo_crm_file_declares_what_the_python_provider_does() -> None:
+    declared = declarative.load_file(PROVIDER_FILE)
+    assert declared.phases == python_democrm.phases and declared.auth == python_democrm.auth
+    record = {"id": 3, "deal_id": 5, "subject": "s", "from": "a@b", "name": "n", "title": "t"}
+    for name, kind in python_democrm.kinds.items():
+        mine = declared.kinds[name]
+        assert (mine.walk, mine.parent, mine.pagination) == (
+            kind.walk,
+            kind.parent,
+            kind.pagination,
+        )
+        parent = {"id": "5"} if kind.parent else None
+        assert declared.listing(name, parent) == python_democrm.listing(name, parent)
+        assert declared.writer(name) == python_democrm.writer(name)
+        assert mine.model.model_validate(record).model_dump_json() == (
+            kind.model.model_validate(record).model_dump_json()
+        )
+    assert declared.body("messages", {"id": 9}) == python_democrm.body("messages", {"id": 9})
+
+
+def test_the_generated_reference_and_schema_agree_with_the_models() -> None:
+    """Run hack/gen-provider-docs after changing the format's models."""
+    assert (ROOT / reference.SCHEMA_PATH).read_text() == reference.schema_text()
+    assert (ROOT / reference.REFERENCE_PATH).read_text() == reference.markdown()
+
+
+def test_provider_check_and_schema_commands(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "crm.yaml"
+    good.write_text(GOOD)
+    assert cli.main(["provider", "check", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert f"{good}: provider 'crm' is valid" in out
+    assert "notes: tree of each companies, cursor pagination, split in 2 parts" in out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("metadata: {name: crm}\nspec: {kinds: {}}\n")
+    assert cli.main(["provider", "check", str(bad)]) == 2
+    assert "spec.kinds: Dictionary should have at least 1 item" in capsys.readouterr().err
+    assert cli.main(["provider", "schema"]) == 0
+    published = json.loads(capsys.readouterr().out)
+    assert published["title"] == "ProviderDocument" and "spec" in published["required"]
+
+
+def test_a_run_s_source_options_are_checked_typed_and_filled_into_requests() -> None:
+    provider = declarative.DeclaredProvider(
+        declarative.parse(
+            GOOD.replace(
+                "spec:\n",
+                "spec:\n  options:\n    version: {default: '2026-01'}\n"
+                "    region: {}\n    limit: {type: integer, default: '50'}\n",
+                1,
+            )
+        )
+    )
+    assert options_for(provider, {"region": "eu"}) == {
+        "limit": 50,
+        "region": "eu",
+        "version": "2026-01",
+    }
+    with pytest.raises(ConfigurationError) as caught:
+        options_for(provider, {"limit": "many", "colour": "red"})
+    assert str(caught.value).splitlines() == [
+        "spec.source.options.colour: 'crm' has no option 'colour' (it has: limit, region, version)",
+        "spec.source.options.limit: must be integer; got 'many'",
+        "spec.source.options.region: required by 'crm'; give it",
+    ]
+    request = Request(
+        "/{options.region}/items", {"v": "{options.version}", "n": 1}, headers={"X": "{options.x}"}
+    )
+    assert request.with_options({"region": "eu", "version": "7"}) == Request(
+        "/eu/items", {"v": "7", "n": 1}, headers={"X": "{options.x}"}
+    )

@@ -1,0 +1,144 @@
+"""Pages of a listing: the request for the page at a token, and the position of the next page,
+with the loop guard.
+
+A task's position in a listing is opaque to the engine: the part of the kind's split, the page's
+index in its chain and its token (any JSON value), plus the offset inside the page (the task's
+``processed_offset``). The guard fails the task (``PagingLoop``) when the source names a token
+it already gave in this chain, or answers a page identical to the one before: a pagination that
+loops would otherwise walk for ever.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pydantic_core
+
+from ferryman_worker.engine.source import SourceError
+from ferryman_worker.providers import Kind, Provider, Reply, Request
+
+RECENT_TOKENS = 8
+"""Tokens of a chain remembered by the guard (a loop longer than this is caught by the page
+digest only if it repeats a page)."""
+
+
+class PagingLoop(SourceError):
+    """The source's pagination loops: retrying cannot help."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
+def digest(value: Any) -> str:
+    return hashlib.blake2b(pydantic_core.to_json(value), digest_size=8).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Position:
+    """Where a page is: its split part, its index in the chain, its token, and what the guard
+    remembers of the chain before it."""
+
+    part: int
+    page: int
+    token: Any
+    previous: str | None = None
+    """The digest of the page before it in the chain."""
+    tokens: tuple[str, ...] = ()
+    """Digests of the chain's recent tokens."""
+
+    @classmethod
+    def start(cls, kind: Kind, part: int = 0, stripe: int = 0, size: int = 0) -> Position:
+        first = kind.pagination.first()
+        if stripe:
+            return cls(part, stripe, kind.pagination.ahead(first, stripe, size))
+        return cls(part, 0, first)
+
+    @classmethod
+    def of(cls, cursor: dict[str, Any]) -> Position:
+        return cls(
+            int(cursor.get("part", 0)),
+            int(cursor.get("page", 0)),
+            cursor.get("token"),
+            cursor.get("previous"),
+            tuple(cursor.get("tokens", ())),
+        )
+
+    def cursor(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"part": self.part, "page": self.page, "token": self.token}
+        if self.previous is not None:
+            found["previous"] = self.previous
+        if self.tokens:
+            found["tokens"] = list(self.tokens)
+        return found
+
+    def key(self, kind: Kind) -> str:
+        """The task's cursor key: unique in the run and kind."""
+        if len(kind.split.parts) > 1:
+            return f"{kind.name}:{self.part}:{self.page}"
+        return f"{kind.name}:{self.page}"
+
+
+def page_size(options: Mapping[str, Any], kind: Kind) -> int:
+    """The run's page size for ``kind``: its ``page_size``, at most the kind's largest page."""
+    return min(int(options["page_size"]), kind.max_page_size)
+
+
+def request(
+    provider: Provider,
+    kind: Kind,
+    at: Position,
+    size: int,
+    parent: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> Request:
+    """The request for the page at ``at`` (``options``: the run's ``spec.source.options``)."""
+    base = provider.listing(kind.name, parent).with_options(options or {})
+    part = kind.split.parts[at.part] if at.part < len(kind.split.parts) else {}
+    if part:
+        base = base.with_params(**part)
+    return kind.pagination.apply(base, at.token, size)
+
+
+def following(
+    kind: Kind,
+    at: Position,
+    reply: Reply,
+    records: Sequence[dict[str, Any]],
+    size: int,
+    stripes: int = 1,
+) -> Position | None:
+    """The position of the page after the one at ``at`` in its chain (``stripes`` pages on
+    for a striped style), or None when the listing ends here; PagingLoop when it loops."""
+    pagination = kind.pagination
+    token = pagination.next(at.token, reply, records, size, at.page)
+    if token is None:
+        return None
+    page_digest = digest(records)
+    if page_digest == at.previous:
+        raise PagingLoop(
+            f"{kind.name}: the page at token {_shown(at.token)} repeats the page before it:"
+            " the source's pagination loops (check the kind's pagination style and parameters)"
+        )
+    if pagination.striped:
+        if stripes > 1:
+            token = pagination.ahead(at.token, stripes, size)
+        page = at.page + stripes
+        max_pages = pagination.stops.max_pages
+        if max_pages and page >= max_pages:
+            return None
+        return Position(at.part, page, token, page_digest)
+    seen = (*at.tokens, digest(at.token))[-RECENT_TOKENS:]
+    if token == at.token or digest(token) in seen:
+        raise PagingLoop(
+            f"{kind.name}: the source gave the token {_shown(token)} again after page"
+            f" {at.page + 1}: its pagination loops (check the kind's pagination style)"
+        )
+    return Position(at.part, at.page + 1, token, page_digest, seen)
+
+
+def _shown(token: Any, limit: int = 80) -> str:
+    text = pydantic_core.to_json(token).decode()
+    return text if len(text) <= limit else text[: limit - 1] + "…"

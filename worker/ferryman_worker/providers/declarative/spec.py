@@ -1,0 +1,448 @@
+"""The declarative provider format: a YAML document, validated by these models (the JSON Schema
+published in ``schemas/provider.schema.json`` and the reference in ``docs/provider-reference.md``
+are generated from them)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=63)]
+Status = Annotated[int, Field(ge=100, le=599)]
+Template = Annotated[str, Field(min_length=1, max_length=2048)]
+"""A path or value with ``{parent.FIELD}`` (a tree kind's parent) or ``{record.FIELD}`` (a tree
+child, for its body) in it."""
+
+PLACEHOLDER = re.compile(r"\{(parent|record)\.([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        frozen=True,
+    )
+
+
+class AuthSpec(_Spec):
+    """How the credential goes on each request."""
+
+    style: Literal["bearer", "header", "query", "basic", "none"] = "bearer"
+    """bearer (Authorization: Bearer), header (an API key in header `name`), query (an API key
+    in query parameter `name`), basic (HTTP basic from the Secret's username and password keys)
+    or none (an API without authentication)."""
+
+    name: str = ""
+    """The header or query parameter holding the key (header, query)."""
+
+    prefix: str = ""
+    """Written before the key in the header, e.g. "Token " (header)."""
+
+    @model_validator(mode="after")
+    def _named(self) -> AuthSpec:
+        if self.style in ("header", "query") and not self.name:
+            raise ValueError(f"style {self.style} needs `name`: the header or parameter to use")
+        return self
+
+
+class ResponsesSpec(_Spec):
+    """What the source's statuses mean. Unlisted: 2xx ok, 5xx retry, other 4xx and 3xx fail."""
+
+    retry: list[Status] = Field(default_factory=lambda: [408])
+    """Statuses to retry with backoff (every 5xx is retried too)."""
+
+    gone: list[Status] = Field(default_factory=lambda: [404, 410])
+    """Statuses saying the record no longer exists: a tree child recorded as a row error."""
+
+    rate_limited: list[Status] = Field(default_factory=lambda: [429])
+    """Statuses saying to slow down: every worker pauses this credential's budget."""
+
+    fail: list[Status] = Field(default_factory=list)
+    """Statuses that fail the task at once (with the source's message, redacted)."""
+
+    reset: str = ""
+    """A header of the source's own saying when the limit resets (seconds ahead, or a Unix
+    time), read when the standard ones (Retry-After as seconds or an HTTP date, RateLimit,
+    RateLimit-Reset, X-RateLimit-Reset) are absent."""
+
+    backoff_seconds: Annotated[float, Field(gt=0, le=3600)] = 1.0
+    """The first wait after a rate-limited answer that says nothing (PocketBase sends no
+    Retry-After), doubling while it keeps saying nothing."""
+
+
+class RequestSpec(_Spec):
+    """One HTTP request. Path, query values and headers may use {parent.FIELD} and
+    {record.FIELD}."""
+
+    method: Literal["GET", "POST"] = "GET"
+    """GET, or POST (a search endpoint taking a JSON body)."""
+
+    path: Template
+    """Relative to the run's baseURL, e.g. /v1/deals/{parent.id}/messages."""
+
+    query: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    """Query parameters every page carries, e.g. {sort: id}."""
+
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Headers every call carries, e.g. {API-Version: "2026-01"} (never a credential)."""
+
+    body: dict[str, Any] | None = None
+    """JSON body (POST), e.g. a search filter."""
+
+    cost: Annotated[int, Field(ge=1, le=10_000)] = 1
+    """Rate-limit tokens one call costs."""
+
+
+class StopSpec(_Spec):
+    """When a listing ends, besides an empty page (which always ends it)."""
+
+    total: str = ""
+    """Body path of the listing's record count, e.g. totalItems."""
+
+    total_header: str = ""
+    """Header with the listing's record count, e.g. X-Total-Count."""
+
+    more: str = ""
+    """Body path of a has-more flag whose false ends the listing, e.g. pagination.more."""
+
+    short_page: bool | None = None
+    """A page with fewer records than asked for is the last; default: yes for offset, page
+    number and keyset, no otherwise."""
+
+    max_pages: Annotated[int, Field(ge=0)] = 0
+    """At most this many pages (0: no maximum)."""
+
+
+class _Paging(_Spec):
+    size_param: str = ""
+    """Query parameter asking for the page size ("" : the API has none)."""
+
+    max_page_size: Annotated[int, Field(ge=1, le=100_000)] = 500
+    """The largest page the API serves: bounds the run's pageSize."""
+
+    stop: StopSpec = Field(default_factory=StopSpec)
+    """When the listing ends, besides an empty page."""
+
+
+class OffsetPaging(_Paging):
+    """offset/limit: pages known ahead, walked in stripes."""
+
+    style: Literal["offset"]
+    """The pagination style."""
+
+    offset_param: str = "offset"
+    """Query parameter of the first record's offset."""
+
+    size_param: str = "limit"
+    """Query parameter of the page size."""
+
+
+class PageNumberPaging(_Paging):
+    """page/size: pages known ahead, walked in stripes."""
+
+    style: Literal["page_number"]
+    """The pagination style."""
+
+    page_param: str = "page"
+    """Query parameter of the page number."""
+
+    size_param: str = "per_page"
+    """Query parameter of the page size."""
+
+    first_page: int = 1
+    """The first page's number."""
+
+    total_pages: str = ""
+    """Body path of the number of pages, e.g. totalPages."""
+
+
+class NextUrlPaging(_Paging):
+    """The body names the next page's URL."""
+
+    style: Literal["next_url"]
+    """The pagination style."""
+
+    next: str = "next"
+    """Body path of the next page's URL."""
+
+
+class LinkHeaderPaging(_Paging):
+    """An RFC 8288 Link header names the next page."""
+
+    style: Literal["link_header"]
+    """The pagination style."""
+
+    rel: str = "next"
+    """The link relation naming the next page."""
+
+
+class CursorPaging(_Paging):
+    """An opaque cursor from the body (or a header), sent back in the query, body or a
+    header."""
+
+    style: Literal["cursor"]
+    """The pagination style."""
+
+    param: str = "cursor"
+    """Where the cursor is sent back: a query parameter, body field or header name."""
+
+    next: str = "next_cursor"
+    """Body path of the next cursor."""
+
+    next_header: str = ""
+    """Header with the next cursor (instead of the body)."""
+
+    send: Literal["query", "body", "header"] = "query"
+    """Send the cursor back as a query parameter, a JSON body field or a header."""
+
+
+class KeysetPaging(_Paging):
+    """The next page starts after the last record's sort key (sort the listing by it)."""
+
+    style: Literal["keyset"]
+    """The pagination style."""
+
+    key: str = "id"
+    """The records' field the listing is sorted by."""
+
+    param: str
+    """Query parameter carrying the bound, e.g. filter or id_gt."""
+
+    template: str = "{key}"
+    """The parameter's value with {key} for the last key, e.g. "id>'{key}'"."""
+
+
+class SinglePaging(_Paging):
+    """One page: a detail, or a listing the API does not page."""
+
+    style: Literal["single"]
+    """The pagination style."""
+
+
+Paging = Annotated[
+    OffsetPaging
+    | PageNumberPaging
+    | NextUrlPaging
+    | LinkHeaderPaging
+    | CursorPaging
+    | KeysetPaging
+    | SinglePaging,
+    Field(discriminator="style"),
+]
+
+
+class RangesSplit(_Spec):
+    """Parts [bounds[i], bounds[i+1]) sent as two query parameters: id ranges, time windows."""
+
+    low: str
+    """Query parameter of a part's lower bound (inclusive)."""
+
+    high: str
+    """Query parameter of a part's upper bound (exclusive)."""
+
+    bounds: Annotated[list[str | int | float], Field(min_length=2)]
+    """Ascending bounds: n bounds make n - 1 parts."""
+
+
+class ValuesSplit(_Spec):
+    """One part per value of a query parameter (a status, a region)."""
+
+    param: str
+    """The query parameter."""
+
+    values: Annotated[list[str | int | float | bool], Field(min_length=1)]
+    """Its values: one part each."""
+
+
+class SplitSpec(_Spec):
+    """Parts of a cursor-paged listing walked side by side; give exactly one."""
+
+    ranges: RangesSplit | None = None
+    """Id ranges or time windows."""
+
+    values: ValuesSplit | None = None
+    """Partition values."""
+
+    @model_validator(mode="after")
+    def _one(self) -> SplitSpec:
+        if (self.ranges is None) == (self.values is None):
+            raise ValueError("give exactly one of `ranges` and `values`")
+        return self
+
+
+class BodySpec(_Spec):
+    """A tree child's body, fetched one by one."""
+
+    request: RequestSpec
+    """The body's request; {record.FIELD} fills in the listed child's fields."""
+
+    field: str = ""
+    """Body path of the value to keep ("" : the whole answer)."""
+
+    into: str = "body"
+    """The record field that receives it."""
+
+
+FieldType = Literal["string", "integer", "number", "boolean", "datetime", "date", "object"]
+
+
+class FieldSpec(_Spec):
+    """One field of a record: a record whose field does not fit is malformed (recorded with its
+    reason, not written)."""
+
+    type: Literal[
+        "string", "integer", "number", "boolean", "datetime", "date", "object", "array"
+    ] = "string"
+    """string, integer, number, boolean, datetime, date, object or array."""
+
+    items: FieldType = "string"
+    """The type of an array's items."""
+
+    required: bool = False
+    """A record without it (or with null) is malformed; an absent optional field is null (an
+    absent array is empty)."""
+
+    max_length: Annotated[int, Field(ge=1)] | None = None
+    """Longest string allowed."""
+
+    source: str = ""
+    """The field's name in the source's record, when it differs (e.g. from)."""
+
+
+class KindSpec(_Spec):
+    """One collection of the source."""
+
+    walk: Literal["pages", "tree"] = "pages"
+    """pages: a listing; tree: listed per `parent` record, children's bodies fetched."""
+
+    parent: Name | None = None
+    """The kind whose records are a tree kind's parents (request paths use {parent.id})."""
+
+    request: RequestSpec
+    """The first page's request (the pagination adds its parameters)."""
+
+    records: str = ""
+    """Body path of the page's records ("" : the body is the list)."""
+
+    pagination: Paging = Field(default_factory=lambda: SinglePaging(style="single"))
+    """How pages follow each other and when the listing ends (default: one page)."""
+
+    split: SplitSpec | None = None
+    """Parts walked side by side (for a listing reached only by a cursor)."""
+
+    body: BodySpec | None = None
+    """A tree child's body, fetched one by one (absent: the listing carries all of it)."""
+
+    responses: ResponsesSpec | None = None
+    """This kind's response policy (default: the provider's)."""
+
+    id: str = "id"
+    """The field holding the record's source id."""
+
+    fields: Annotated[dict[str, FieldSpec], Field(min_length=1)]
+    """The record's fields: what a well-formed record is."""
+
+    writer: str = ""
+    """An SQL function writing a window of this kind (a provider shipping its own tables);
+    without one, the run's mapping says where the kind goes, else its records land in the
+    landing table ferryman_landing as jsonb."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KindSpec:
+        if self.walk == "tree" and self.parent is None:
+            raise ValueError("a tree kind needs `parent`: the kind whose records it lists from")
+        if self.walk == "pages" and self.parent is not None:
+            raise ValueError("`parent` is for tree kinds: set `walk: tree`, or drop `parent`")
+        if self.body is not None and self.walk != "tree":
+            raise ValueError("`body` is for tree kinds: their children's bodies")
+        if self.id not in self.fields:
+            raise ValueError(f"the id field {self.id!r} is not among `fields`: declare it")
+        return self
+
+
+class OptionSpec(_Spec):
+    """An option a run gives in spec.source.options (as text); requests use it as
+    {options.NAME}."""
+
+    type: Literal["string", "integer", "number", "boolean"] = "string"
+    default: str | None = None
+    """Its value when the run gives none; absent: the run must give it."""
+
+    description: str = ""
+    """What it is, for the people writing runs."""
+
+
+class ProviderSpecBody(_Spec):
+    """A provider: its kinds, in phase order, and how the source is spoken to."""
+
+    auth: AuthSpec = Field(default_factory=AuthSpec)
+    """How the credential goes on each request."""
+
+    responses: ResponsesSpec = Field(default_factory=ResponsesSpec)
+    """What the source's statuses mean (a kind may override it)."""
+
+    options: dict[Name, OptionSpec] = Field(default_factory=dict)
+    """The options a run may give in spec.source.options (e.g. an API version)."""
+
+    phases: list[list[Name]] | None = None
+    """Kinds in the order they are imported, those of a phase side by side; default: each kind
+    its own phase, in the order written."""
+
+    kinds: Annotated[dict[Name, KindSpec], Field(min_length=1)]
+    """The source's collections, by name (the names runs list in spec.kinds)."""
+
+    @model_validator(mode="after")
+    def _phases(self) -> ProviderSpecBody:
+        order = self.phase_order()
+        placed = [kind for phase in order for kind in phase]
+        unknown = sorted(set(placed) - set(self.kinds))
+        if unknown:
+            raise ValueError(f"phases name kinds that are not declared: {unknown}")
+        missing = sorted(set(self.kinds) - set(placed))
+        if missing:
+            raise ValueError(f"phases leave out kinds: {missing}; put each kind in one phase")
+        if len(placed) != len(set(placed)):
+            raise ValueError("phases name a kind twice: put each kind in one phase")
+        where = {kind: n for n, phase in enumerate(order) for kind in phase}
+        for name, kind in self.kinds.items():
+            if kind.parent is None:
+                continue
+            if kind.parent not in self.kinds:
+                raise ValueError(f"kinds.{name}.parent: {kind.parent!r} is not a declared kind")
+            if where[kind.parent] >= where[name]:
+                raise ValueError(
+                    f"kinds.{name}.parent: {kind.parent!r} must be in an earlier phase than"
+                    f" {name!r} (its records are listed per {kind.parent} record)"
+                )
+        return self
+
+    def phase_order(self) -> list[list[str]]:
+        return self.phases if self.phases is not None else [[kind] for kind in self.kinds]
+
+
+class ProviderMeta(_Spec):
+    model_config = ConfigDict(extra="ignore")
+
+    name: Name
+    """The provider's name (runs name it in spec.source.provider)."""
+
+
+class ProviderDocument(_Spec):
+    """A declarative provider file (the same shape as a MigrationProvider resource)."""
+
+    api_version: Literal["ferryman.dev/v1alpha1"] = "ferryman.dev/v1alpha1"
+    """The format's version."""
+
+    kind: Literal["MigrationProvider"] = "MigrationProvider"
+    """What the document is."""
+
+    metadata: ProviderMeta
+    """Its name (other keys are ignored)."""
+
+    spec: ProviderSpecBody
+    """The provider itself."""
