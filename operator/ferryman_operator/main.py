@@ -23,6 +23,7 @@ from ferryman_operator.errors import SettingsError
 from ferryman_operator.fleet import Fleet
 from ferryman_operator.kube import Kube, api_client
 from ferryman_operator.leader import Lease
+from ferryman_operator.reconcile import allowlist
 from ferryman_operator.runs import Runs
 from ferryman_operator.settings import OperatorSettings
 from ferryman_operator.workers import Workers
@@ -78,7 +79,8 @@ async def _lead(
     lease.lost = False
     stop = asyncio.Event()
     credentials = Credentials(kube, settings.sealing_key_file)
-    runs = Runs(db, kube, workers, seen, lease.holding, credentials)
+    allowed = allowlist.parse(settings.allowed_source_urls)
+    runs = Runs(db, kube, workers, seen, lease.holding, credentials, allowed)
     fleet = Fleet(runs, settings.status_interval, seen)
     registry = handlers.build(settings, runs, seen, fleet)
     pool_namespace = settings.pool_namespace or settings.lease_namespace

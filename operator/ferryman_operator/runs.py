@@ -12,7 +12,7 @@ import dataclasses
 import datetime
 import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ferryman_operator.credentials import Credentials
@@ -20,7 +20,7 @@ from ferryman_operator.database import Database
 from ferryman_operator.errors import DatabaseUnavailable
 from ferryman_operator.kube import Kube, NotLeading
 from ferryman_operator.metrics import OperatorMetrics
-from ferryman_operator.reconcile import admission, conditions, lifecycle, refresh, status
+from ferryman_operator.reconcile import admission, allowlist, conditions, lifecycle, refresh, status
 from ferryman_operator.reconcile.admission import Candidate
 from ferryman_operator.reconcile.events import Event, between
 from ferryman_operator.reconcile.status import Observation, Refusal
@@ -91,9 +91,11 @@ class Runs:
         metrics: OperatorMetrics,
         acting: Callable[[], bool] = lambda: True,
         credentials: Credentials | None = None,
+        allowed: Sequence[allowlist.Pattern] = (),
     ) -> None:
         self._db, self._kube, self._workers = db, kube, workers
         self._credentials = credentials
+        self._allowed = tuple(allowed)  # the installation's allowedSourceURLs (empty: any)
         self._metrics = metrics
         self._acting = acting  # the Lease is held: admit, write status and Events
         self._locks: dict[str, asyncio.Lock] = {}
@@ -274,12 +276,14 @@ class Runs:
         self, run: contract.MigrationRun, old: Mapping[str, Any], annotation: str | None
     ) -> contract.Sealed | Refusal | None:
         """The run's credential, sealed from its Secret, when this visit may admit or retry it
-        (else None: an admitted run keeps the credential it was admitted with)."""
+        (else None: an admitted run keeps the credential it was admitted with); a Refusal when
+        its baseURL is not allowed or its credential cannot be used."""
         may_admit = old.get("state") in admission.WAITING_STATES
-        if self._credentials is None or not (
-            may_admit or lifecycle.retry_requested(annotation, old.get("lastRetry"))
-        ):
+        if not (may_admit or lifecycle.retry_requested(annotation, old.get("lastRetry"))):
             return None
+        refused = allowlist.refusal(run.spec.source.base_url, self._allowed)
+        if refused is not None or self._credentials is None:
+            return refused
         return await self._credentials.seal(run)
 
     async def _expire(

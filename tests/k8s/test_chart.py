@@ -104,6 +104,7 @@ def test_helm_lint_strict_is_clean(controlplane: Any) -> None:
         (("--set", "database.existingSecret="), "/database/existingSecret"),
         (("--set", "image.pullPolicy=Sometimes"), "/image/pullPolicy"),
         (("--set", "worker.lane=default:1"), "additional properties 'lane' not allowed"),
+        (("--set", "operator.allowedSourceURLs={*.example.com}"), "/operator/allowedSourceURLs/0"),
         (
             ("--set", "extraEnv[0].name=FERRYMAN_DATABASE_URL", "--set", "extraEnv[0].value=x"),
             "/extraEnv/0",
@@ -423,6 +424,23 @@ def test_the_operator_runs_alone_and_is_probed(
         {"name": "liveness", "containerPort": 8081, "protocol": "TCP"},
         {"name": "metrics", "containerPort": 8082, "protocol": "TCP"},
     ]
+
+
+def test_the_allow_list_of_source_urls_reaches_the_operator_only_when_given(
+    render: Callable[..., list[dict[str, Any]]],
+) -> None:
+    def operator_env(*values: str) -> dict[str, Any]:
+        deployment = only(render(*values), "Deployment", "fm-ferryman-operator")
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        return env_of(container)
+
+    assert "FERRYMAN_OPERATOR_ALLOWED_SOURCE_URLS" not in operator_env()
+    given = operator_env(
+        "--set", "operator.allowedSourceURLs={https://*.hubapi.com,http://10.0.0.7:*}"
+    )
+    assert (
+        given["FERRYMAN_OPERATOR_ALLOWED_SOURCE_URLS"] == "https://*.hubapi.com,http://10.0.0.7:*"
+    )
 
 
 def test_workers_stop_gracefully_and_are_probed(

@@ -1,7 +1,8 @@
 """Tenancy on the real control plane, in the chart's topology (the operator under the chart's
 RBAC with --all-namespaces, workers with no API rights and the installation's sealing key):
 a run uses only its own namespace's Secret, a credential goes only to the hosts its Secret is
-bound to, and a workspace belongs to one namespace."""
+bound to, a workspace belongs to one namespace, and a base URL outside the installation's
+allow-list is refused."""
 
 from __future__ import annotations
 
@@ -107,3 +108,28 @@ def test_a_secret_without_a_host_binding_is_refused_with_how_to_bind_it(world: B
     assert "is bound to no host" in refused["message"]
     assert f"kubectl annotate secret democrm-token -n {world.namespace}" in refused["message"]
     assert crm.api_key not in str(world.status("unbound"))
+
+
+def test_a_base_url_outside_the_installations_allow_list_is_refused_naming_it(
+    world: Bench, db_url: str
+) -> None:
+    with (
+        DemoCRM.start(seed=13, organizations=10, people=0, deals=0) as crm,
+        listening({"*": (200, {}, b"{}")}) as trap,
+    ):
+        world.secret(crm.api_key, hosts="127.0.0.1")  # bound to both listeners' host
+        world.operator(FERRYMAN_OPERATOR_ALLOWED_SOURCE_URLS=f"https://*.example.com,{crm.url}")
+        world.workers(1)
+        world.apply(run_manifest("elsewhere", trap.url, workspace="acme-2"))
+        world.apply(run_manifest("allowed", crm.url))
+        refused = _refusal(world, "elsewhere")
+        world.wait_state("allowed", "Succeeded", timeout=120)
+    assert trap.received == []
+    assert refused["reason"] == "SourceNotAllowed"
+    assert (
+        f"{trap.url} matches none of the installation's allowedSourceURLs" in (refused["message"])
+    )
+    assert f"(https://*.example.com, {crm.url})" in refused["message"]
+    with contract.connect(db_url) as conn:
+        names = sorted(p.name for p in contract.progress(conn))
+    assert names == [f"{world.namespace}/allowed"]  # the refused run was never admitted
