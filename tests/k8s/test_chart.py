@@ -30,14 +30,8 @@ RECOMMENDED = (
     "app.kubernetes.io/component",
     "helm.sh/chart",
 )
-LOCAL_CLUSTER = (
-    "--set",
-    "hostNetwork=true",
-    "--set",
-    "extraEnv[0].name=KUBERNETES_SERVICE_HOST",
-    "--set",
-    "extraEnv[0].value=127.0.0.1",
-)
+LOCAL_VALUES = CHART / "values-local.yaml"
+LOCAL_CLUSTER = ("-f", str(LOCAL_VALUES), "--set", "apiServer.port=6443")
 
 
 def pool_spec_hash(lanes: str, pool_size: int) -> str:
@@ -485,7 +479,7 @@ def test_the_pdb_reaper_and_migrate_hook(render: Callable[..., list[dict[str, An
     assert int(account["helm.sh/hook-weight"]) < int(hooks["helm.sh/hook-weight"])
 
 
-def test_local_cluster_values_put_every_pod_on_the_host_network(
+def test_the_local_values_file_puts_every_pod_on_the_host_network_with_local_images(
     render: Callable[..., list[dict[str, Any]]],
 ) -> None:
     objects = render(*LOCAL_CLUSTER)
@@ -493,7 +487,12 @@ def test_local_cluster_values_put_every_pod_on_the_host_network(
         assert spec["hostNetwork"] is True, where
         assert spec["dnsPolicy"] == "ClusterFirstWithHostNet", where
         for container in spec["containers"]:
-            assert env_of(container)["KUBERNETES_SERVICE_HOST"] == "127.0.0.1", where
+            env = env_of(container)
+            assert env["KUBERNETES_SERVICE_HOST"] == "127.0.0.1", where
+            assert env["KUBERNETES_SERVICE_PORT"] == "6443", where
+            assert container["imagePullPolicy"] == "Never", where
+    assert only(objects, "ConfigMap", "fm-ferryman-pool-spec")["data"]["replicas"] == "1"
+    assert only(objects, "Deployment", "fm-ferryman-worker")["spec"]["replicas"] == 1
     # two workers cannot bind one host port: the rollout replaces them one by one
     worker = only(objects, "Deployment", "fm-ferryman-worker")["spec"]["strategy"]
     assert worker["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
