@@ -17,6 +17,7 @@ CRM API in ``hack/democrm``; its tables and writers are among ferryman's own mig
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import importlib.metadata
 import itertools
@@ -32,7 +33,9 @@ from ferryman_worker.providers.responses import ResponsePolicy
 __all__ = [
     "ENTRY_POINTS",
     "AuthStyle",
+    "ChangedSince",
     "Kind",
+    "OAuth2",
     "Option",
     "Provider",
     "Reply",
@@ -72,15 +75,81 @@ class Split:
 
 
 @dataclasses.dataclass(frozen=True)
+class OAuth2:
+    """An OAuth2 grant: ``client_credentials``, or ``refresh_token`` (rotating refresh tokens).
+    ``token_url``: absolute, or a path on the run's base URL's host; ``keys``: which keys of the
+    credential hold the client id, the client secret and the first refresh token."""
+
+    grant: Literal["client_credentials", "refresh_token"]
+    token_url: str
+    scopes: tuple[str, ...] = ()
+    client_auth: Literal["basic", "post"] = "basic"
+    client_id_key: str = "client_id"
+    client_secret_key: str = "client_secret"
+    refresh_token_key: str = "refresh_token"
+
+    def keys(self) -> dict[str, str]:
+        """What each credential key is for (``client_id`` ...) mapped to the key's name."""
+        keys = {"client_id": self.client_id_key, "client_secret": self.client_secret_key}
+        if self.grant == "refresh_token":
+            keys["refresh_token"] = self.refresh_token_key
+        return keys
+
+
+@dataclasses.dataclass(frozen=True)
 class AuthStyle:
     """How the credential goes on a request: ``bearer`` (``Authorization: Bearer``), ``header``
     (an API key in header ``name``), ``query`` (an API key in parameter ``name``), ``basic``
-    (HTTP basic from the credential's ``username`` and ``password`` keys), ``none`` (an API
-    without authentication)."""
+    (HTTP basic from the credential's ``username`` and ``password`` keys), ``oauth2`` (a bearer
+    token from the grant ``oauth2`` describes), ``none`` (an API without authentication)."""
 
-    style: Literal["bearer", "header", "query", "basic", "none"] = "bearer"
+    style: Literal["bearer", "header", "query", "basic", "oauth2", "none"] = "bearer"
     name: str = ""
     prefix: str = ""
+    oauth2: OAuth2 | None = None
+
+
+SINCE_FORMATS = ("iso8601", "sql", "unix", "unix_ms")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangedSince:
+    """How a delta run asks a kind's listing for the records changed since a time, and which
+    record field holds a record's version (its updated-at, or a revision number)."""
+
+    param: str
+    """The query parameter carrying the filter, e.g. updated_since or filter."""
+
+    value: str = "{since}"
+    """The parameter's value, {since} replaced by the time, e.g. "updated >= '{since}'"."""
+
+    format: Literal["iso8601", "sql", "unix", "unix_ms"] = "iso8601"
+    """How the time is written: iso8601 (2026-01-31T09:30:00Z), sql (2026-01-31
+    09:30:00.000Z), unix (seconds) or unix_ms (milliseconds)."""
+
+    version: str = ""
+    """The record field holding its version; "": a hash of the record is its version."""
+
+    version_type: Literal["datetime", "integer"] = "datetime"
+    """The version field's type: a time, or an integer that grows with each change."""
+
+    deleted: str = ""
+    """A record field whose true value marks a tombstone in the listing: a record deleted
+    since; "": the listing reports no deletions."""
+
+    def params(self, since: datetime.datetime) -> dict[str, str]:
+        """The query parameter asking for the records changed at or after ``since`` (written
+        to the second, rounded down)."""
+        at = since.astimezone(datetime.UTC).replace(microsecond=0)
+        if self.format == "unix":
+            text = str(int(at.timestamp()))
+        elif self.format == "unix_ms":
+            text = str(int(at.timestamp()) * 1000)
+        elif self.format == "sql":
+            text = at.strftime("%Y-%m-%d %H:%M:%S.000Z")
+        else:
+            text = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {self.param: self.value.replace("{since}", text)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +170,9 @@ class Kind:
     split: Split = Split()
     policy: ResponsePolicy = dataclasses.field(default_factory=ResponsePolicy)
     max_page_size: int = 500
+    changed_since: ChangedSince | None = None
+    """How a delta run lists only what changed; None: a delta lists the kind whole and the
+    ledger skips what is unchanged (a hash of each record is its version)."""
 
 
 class Provider(Protocol):

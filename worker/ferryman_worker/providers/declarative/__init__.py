@@ -23,7 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers import (
     AuthStyle,
+    ChangedSince,
     Kind,
+    OAuth2,
     Option,
     Reply,
     Request,
@@ -191,6 +193,22 @@ def _split(split: s.SplitSpec | None) -> Split:
     return Split.values(split.values.param, list(split.values.values))
 
 
+def _changed_since(kind: s.KindSpec) -> ChangedSince | None:
+    declared = kind.changed_since
+    if declared is None:
+        return None
+    version = declared.version
+    kind_of = kind.fields[version].type if version else "datetime"
+    return ChangedSince(
+        declared.param,
+        declared.value,
+        declared.format,
+        version,
+        "integer" if kind_of == "integer" else "datetime",
+        declared.deleted,
+    )
+
+
 def fill(template: str, parent: Mapping[str, Any] | None, record: Mapping[str, Any] | None) -> str:
     """``template`` with its ``{parent.F}`` and ``{record.F}`` placeholders filled."""
 
@@ -234,7 +252,7 @@ class DeclaredProvider:
         self.phases: tuple[tuple[str, ...], ...] = tuple(
             tuple(phase) for phase in body.phase_order()
         )
-        self.auth = AuthStyle(body.auth.style, body.auth.name, body.auth.prefix)
+        self.auth = _auth(body.auth)
         self.options = {
             name: Option(option.type, option.default) for name, option in body.options.items()
         }
@@ -251,6 +269,7 @@ class DeclaredProvider:
             split=_split(kind.split),
             policy=_policy(kind.responses or self.document.spec.responses),
             max_page_size=kind.pagination.max_page_size,
+            changed_since=_changed_since(kind),
         )
 
     @functools.cached_property
@@ -291,6 +310,24 @@ class DeclaredProvider:
         """The SQL function the document names for ``kind``; "" when it names none (the run's
         mapping or the landing table then takes the kind)."""
         return self.specs[kind].writer
+
+
+def _auth(declared: s.AuthSpec) -> AuthStyle:
+    grant = declared.oauth2
+    oauth2 = (
+        None
+        if grant is None
+        else OAuth2(
+            grant.grant,
+            grant.token_url,
+            tuple(grant.scopes),
+            grant.client_auth,
+            grant.keys.client_id,
+            grant.keys.client_secret,
+            grant.keys.refresh_token,
+        )
+    )
+    return AuthStyle(declared.style, declared.name, declared.prefix, oauth2)
 
 
 def _keys(body: Any) -> str:
