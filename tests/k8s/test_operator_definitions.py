@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 import yaml
-from source_servers import StartServer, start_json_server
+from source_servers import StartServer, start_json_server, start_pocketbase
 from tests.k8s.operator_bench import Bench, eventually
 
 from ferryman_worker import contract
 from ferryman_worker.db import connect
 
 pytestmark = pytest.mark.k8s
-__all__ = ["start_json_server"]  # the fixture
+__all__ = ["start_json_server", "start_pocketbase"]  # the fixtures
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROVIDER = yaml.safe_load((EXAMPLES / "sources/json-server/provider.yaml").read_text())
@@ -192,3 +192,36 @@ def test_the_examples_definitions_survive_the_api_servers_defaulting_and_pruning
     )
     shown = world.cp.kubectl("get", "mprov,mmap", "-n", world.namespace).stdout
     assert "jsonserver" in shown and "pocketbase" in shown and "sales" in shown
+    # a map of the MigrationRun keeps its entries too (the API server prunes what a map without
+    # a value schema holds)
+    source = {**RUN["spec"]["source"], "options": {"version": "2026-01"}}
+    world.apply(_run("kept", NOWHERE, source=source))
+    assert world.get("kept")["spec"]["source"]["options"] == {"version": "2026-01"}
+
+
+def test_the_pocketbase_example_runs_through_the_operator_with_its_migration_provider(
+    world: Bench, start_pocketbase: StartServer, db_url: str
+) -> None:
+    """examples/sources/pocketbase applied as a user would (its provider a MigrationProvider, its
+    run as is, no mapping: the landing table): every record PocketBase counts, written once."""
+    server = start_pocketbase(organizations=20)
+    token = server.tokens["user"]
+    world.secret(token, name="pocketbase", hosts="127.0.0.1")
+    world.apply(yaml.safe_load((EXAMPLES / "sources/pocketbase/provider.yaml").read_text()))
+    run = yaml.safe_load((EXAMPLES / "sources/pocketbase/run.yaml").read_text())
+    run["metadata"] = {"name": run["metadata"]["name"]}  # the test's namespace, not default
+    run["spec"]["source"]["baseURL"] = server.url
+    world.operator()
+    world.workers(2)
+    world.apply(run)
+    final = world.wait_state(run["metadata"]["name"], "Succeeded", timeout=300)
+    with connect.connect(db_url) as conn:
+        landed = {
+            row["kind"]: row["n"]
+            for row in conn.execute(
+                "SELECT kind, count(*) AS n FROM ferryman_landing GROUP BY kind"
+            )
+        }
+    assert landed == server.counts  # PocketBase's own totalItems per collection
+    assert final["rowsWritten"] == sum(server.counts.values())
+    assert token not in json.dumps(world.get(run["metadata"]["name"]))
