@@ -46,10 +46,30 @@ def provider_of(
             f" or name a built-in provider, {RETRY}",
         )
     where = f"spec.source.provider: MigrationProvider {name!r} in namespace {namespace!r}"
+    unordered = _unordered(found.get("spec"))
+    if unordered:
+        return Refusal(
+            "ProviderInvalid",
+            f"{where}: spec.phases: required when there is more than one kind: the API server "
+            "keeps the keys of spec.kinds in alphabetical order, not in the order written, so "
+            f"the order the kinds are imported in must be declared, e.g. phases: {unordered}\n"
+            f"fix the MigrationProvider, {RETRY}",
+        )
     try:
         return contract.provider_definition(name, found.get("spec"), where)
     except contract.ConfigurationError as exc:
         return Refusal("ProviderInvalid", f"{exc}\nfix the MigrationProvider, {RETRY}")
+
+
+def _unordered(spec: object) -> str:
+    """A MigrationProvider spec of several kinds without ``phases``: an example of the phases
+    to declare (its kinds as the API server lists them); "" when nothing is missing."""
+    if not isinstance(spec, Mapping) or spec.get("phases") is not None:
+        return ""
+    kinds = spec.get("kinds")
+    if not isinstance(kinds, Mapping) or len(kinds) < 2:
+        return ""
+    return "[" + ", ".join(f"[{kind}]" for kind in kinds) + "]"
 
 
 def mapping_of(

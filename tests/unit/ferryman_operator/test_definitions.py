@@ -117,3 +117,15 @@ def test_a_mapping_the_catalog_refuses_names_the_resource_and_keeps_every_line()
         "  a",
         "  b",
     ]
+
+
+def test_a_migration_provider_of_several_kinds_must_declare_their_order() -> None:
+    """The API server gives a map's keys back in alphabetical order: the written order of the
+    kinds, the phases' default, does not survive it."""
+    spec = {k: v for k, v in PROVIDER["spec"].items() if k != "phases"}
+    refused = definitions.provider_of("jsonserver", "team", _resource(spec), False)
+    assert isinstance(refused, Refusal) and refused.reason == "ProviderInvalid"
+    assert "spec.phases: required when there is more than one kind" in refused.message
+    assert "e.g. phases: [[organizations], [people], [deals], [notes]]" in refused.message
+    one = {**spec, "kinds": {"organizations": spec["kinds"]["organizations"]}}
+    assert isinstance(definitions.provider_of("jsonserver", "team", _resource(one), False), dict)
