@@ -47,8 +47,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import yaml
 
-from ferryman_worker.db import connect, databases
+from ferryman_worker.db import connect, databases, migrate
+from ferryman_worker.engine.runtime import credential_env_var
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hack" / "sources"))
@@ -58,6 +60,9 @@ from migrate import _dsn as dsn  # noqa: E402  (dlt's form of a database URL)
 from sourceservers import crm, jsonserver, pocketbase, process  # noqa: E402
 
 DLT_REST_API = pathlib.Path(__file__).resolve().parent / "dlt_rest_api.py"
+EXAMPLES = ROOT / "examples" / "sources"
+FERRYMAN_LANES = "migrations:4"
+"""The ``ferryman run`` worker's lanes: four task threads (the tests' runs of the examples)."""
 SERVERS = ("pocketbase", "json-server")
 LOADERS = ("alone", "dlt", "ferryman")
 
@@ -87,6 +92,8 @@ class Target:
     token: str  # "" for none
     page: int
     collections: tuple[str, ...] = crm.COLLECTIONS
+    budget: int = 0
+    """PocketBase's limiter in requests a second (0: off)."""
 
     def pages(self) -> int:
         return sum(math.ceil(self.running.counts[n] / self.page) for n in self.collections)
@@ -169,6 +176,21 @@ def read_all(http: httpx.Client, target: Target, name: str) -> int:
         page += 1
 
 
+def loader_process(
+    target: Target, pg_pid: int, argv: list[str], what: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict[str, float]]:
+    """A loader in a process of its own: its CPU (RUSAGE_CHILDREN's), the server's and
+    PostgreSQL's; RuntimeError with its words if it fails."""
+    with metered(target, pg_pid) as cpu:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu["loader"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} on {target.server} failed: {done.stderr[-3000:]}")
+    return done, cpu
+
+
 def dlt_load(target: Target, db_url: str, pg_pid: int) -> Load:
     """dlt's rest_api in a process of its own; its CPU is that process's and its children's."""
     dataset = f"dlt_{target.server.replace('-', '_')}"
@@ -180,13 +202,7 @@ def dlt_load(target: Target, db_url: str, pg_pid: int) -> Load:
         str(target.page),
         ",".join(target.collections),
     ]
-    with metered(target, pg_pid) as cpu:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=3600)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu["loader"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    if done.returncode != 0:
-        raise RuntimeError(f"dlt rest_api on {target.server} failed: {done.stderr[-3000:]}")
+    done, cpu = loader_process(target, pg_pid, argv, "dlt rest_api")
     seconds = float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
     with connect.connect(db_url) as conn:
         rows = 0
@@ -197,21 +213,53 @@ def dlt_load(target: Target, db_url: str, pg_pid: int) -> Load:
 
 
 def ferryman_load(target: Target, db_url: str, pg_pid: int) -> Load | None:
-    """ferryman's side: a run of examples/sources/<server>'s declarative provider.
+    """ferryman's side: ``ferryman run`` of examples/sources/<server>'s run and declarative
+    provider (records landing as jsonb), in a process of its own like dlt (its CPU is
+    RUSAGE_CHILDREN's), `target.page` records a page, the collections `target` names; under a
+    budget the run declares it as its rate limit. The database is migrated before the load;
+    the seconds are the run's own (admitted to finished), as dlt's are ``pipeline.run``'s."""
+    example = EXAMPLES / target.server
+    with connect.connect(db_url) as conn:
+        migrate.migrate(conn)
+    with tempfile.TemporaryDirectory(prefix="ferryman-sources-bench-run-") as folder:
+        run = pathlib.Path(folder) / "run.yaml"
+        run.write_text(yaml.safe_dump(run_document(target, example / "run.yaml")))
+        secret = run_secret(run)
+        env = {key: value for key, value in os.environ.items() if not key.startswith("FERRYMAN_")}
+        env.update(FERRYMAN_DATABASE_URL=db_url, FERRYMAN_LANES=FERRYMAN_LANES)
+        env[credential_env_var(secret, "token")] = target.token or "unused"
+        argv = [sys.executable, "-P", "-m", "ferryman_worker.cli", "--log-level", "WARNING"]
+        argv += ["run", str(run), "--provider-file", str(example / "provider.yaml")]
+        _, cpu = loader_process(target, pg_pid, argv, "ferryman run", env)
+    with connect.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT extract(epoch FROM finished_at - started_at) AS seconds,"
+            " (SELECT count(*) FROM ferryman_landing) AS rows FROM ferryman_runs"
+        ).fetchone()
+    assert row is not None
+    return Load(int(row["rows"]), float(row["seconds"]), cpu)
 
-    This is where ferryman plugs in once the declarative provider format exists: run the
-    example's MigrationRun (`ferryman run`, in a process of its own like dlt, so its CPU is
-    RUSAGE_CHILDREN's) against `target.running.url` with `target.token` as the credential and
-    `target.page` as the page size, inside `metered(target, pg_pid)`, and count the rows it
-    landed. Until then it returns None and the ferryman figures are null.
-    """
-    return None
+
+def run_document(target: Target, example: pathlib.Path) -> dict[str, Any]:
+    """The example's MigrationRun at the target: its URL, page size, collections and (under a
+    budget) the budget as its rate limit, one request's worth at a time."""
+    document: dict[str, Any] = yaml.safe_load(example.read_text())
+    spec = document["spec"]
+    spec["source"]["baseURL"] = target.running.url
+    spec["kinds"] = list(target.collections)
+    spec.setdefault("options", {})["pageSize"] = target.page
+    if target.budget:
+        spec["source"]["rateLimit"] = {"tokensPerSecond": float(target.budget), "burst": 1}
+    return document
+
+
+def run_secret(run: pathlib.Path) -> str:
+    return str(yaml.safe_load(run.read_text())["spec"]["source"]["credentialsSecretRef"]["name"])
 
 
 BUDGET_COLLECTIONS = ("notes",)
 """The budget run reads one collection: PocketBase's limiter keeps a window per collection, so
 over several a loader reading them side by side (dlt does, round-robin) gets several budgets."""
-FERRYMAN_MISSING = "ferryman's side needs the declarative providers of examples/sources/"
 LOADS: dict[str, Callable[[Target, str, int], Load | None]] = {
     "alone": serve_alone,
     "dlt": dlt_load,
@@ -272,7 +320,8 @@ def started(name: str, folder: pathlib.Path, args: argparse.Namespace, limit: in
         return Target(name, running, running.tokens["superuser"], args.page)
     rate = pocketbase.RateLimit(limit, 1)
     running = pocketbase.start(folder, crm.DEFAULT_SEED, args.organizations, rate)
-    return Target(name, running, running.tokens["user"], args.budget_page, BUDGET_COLLECTIONS)
+    user = running.tokens["user"]
+    return Target(name, running, user, args.budget_page, BUDGET_COLLECTIONS, limit)
 
 
 def stop(target: Target) -> None:
@@ -362,8 +411,11 @@ def summary(results: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
     out["records"] = crm.generate(crm.DEFAULT_SEED, args.organizations).total()
     out["rounds"], out["page"] = args.rounds, args.page
     out["load_avg"] = [results["load_avg_before"], results["load_avg_after"]]
-    measured = [load for name in SERVERS for load in results.get(name, empty)["ferryman"] if load]
-    out["notes"] = [] if measured or out["pocketbase_budget_efficiency"] else [FERRYMAN_MISSING]
+    out["notes"] = [
+        f"{loader} under the budget: {budget[loader + '_error']}"
+        for loader in ("dlt", "ferryman")
+        if budget.get(loader + "_error")
+    ]
     return out
 
 

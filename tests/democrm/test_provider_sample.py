@@ -4,9 +4,13 @@ written (no database is involved at all)."""
 
 from __future__ import annotations
 
+import pathlib
 import re
 
+import httpx
 import pytest
+import yaml
+from tests.democrm.conftest import SMALL, StartDemoCRM
 from tests.democrm.server_fixture import DemoCRM
 
 from ferryman_worker import cli
@@ -63,3 +67,24 @@ def test_sample_names_what_is_missing(
     assert "--kind: 'democrm' has no kind 'tickets'" in capsys.readouterr().err
     assert _sample(shared_democrm, "--kind", "messages") == 2
     assert "--parent: 'messages' is listed per 'deals' record" in capsys.readouterr().err
+
+
+def test_sample_reads_with_an_oauth2_client_credentials_grant(
+    start_democrm: StartDemoCRM,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    crm = start_democrm(api_key=None, oauth_client_id="app", oauth_client_secret="s3cret", **SMALL)
+    document = yaml.safe_load(PROVIDER_FILE.read_text())
+    grant = {"grant": "client_credentials", "tokenUrl": "/oauth/token", "clientAuth": "post"}
+    document["spec"]["auth"] = {"style": "oauth2", "oauth2": grant}
+    provider = tmp_path / "crm.yaml"
+    provider.write_text(yaml.safe_dump(document))
+    monkeypatch.setenv("FERRYMAN_SOURCE_CLIENT_ID", "app")
+    monkeypatch.setenv("FERRYMAN_SOURCE_CLIENT_SECRET", "s3cret")
+    argv = ["provider", "sample", str(provider), "--base-url", crm.url, "--kind", "people"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "page 1 (token 0): 20 records" in out and "s3cret" not in out
+    assert httpx.get(f"{crm.url}/_oauth").json()["client_credentials"] == 1

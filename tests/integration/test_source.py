@@ -15,6 +15,8 @@ import pytest
 
 from ferryman_worker.engine import auth
 from ferryman_worker.engine.auth import Bearer
+from ferryman_worker.engine.credentials import Credential, url_host
+from ferryman_worker.engine.runtime import EngineRuntime
 from ferryman_worker.engine.source import RateLimited, SourceClient, SourceError
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers import AuthStyle, Request, ResponsePolicy
@@ -284,3 +286,22 @@ def test_the_kind_s_policy_says_what_a_status_means(client: SourceClient) -> Non
     with pytest.raises(SourceError) as gone:
         client.call(Request("/missing"))
     assert gone.value.gone
+
+
+def test_a_worker_keeps_a_client_per_auth_style_on_one_base_url_and_credential(url: str) -> None:
+    """Two providers of one API, one credential: each request carries its own provider's style."""
+    runtime = EngineRuntime()
+    credential = Credential({"token": "k3y"}, (url_host(url),))
+    styles = [AuthStyle("bearer"), AuthStyle("header", "X-Api-Key"), AuthStyle("query", "k")]
+    try:
+        clients = [runtime.client(url, credential, style) for style in styles]
+        seen = [client.get(Request("/request")) for client in clients]
+        again = runtime.client(url, credential, AuthStyle("header", "X-Api-Key"))
+    finally:
+        runtime.close()
+    assert [(body["target"], body["headers"]) for body in seen] == [
+        ("/request", {"Authorization": "Bearer k3y"}),
+        ("/request", {"X-Api-Key": "k3y"}),
+        ("/request?k=k3y", {}),
+    ]
+    assert again is clients[1]  # the same provider's calls share one keep-alive client

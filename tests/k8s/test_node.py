@@ -4,6 +4,7 @@ runc, from images loaded out of podman; and a host left as it was found once the
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.server
 import io
 import json
@@ -259,6 +260,17 @@ def test_load_image_names_a_missing_image(controlplane_cli: Any, node: Any):
     assert "podman save localhost/no-such:1 failed" in result.stderr
 
 
+@functools.cache
+def podman_stores() -> tuple[str, ...]:
+    """podman's image store and its run directory, wherever its storage.conf puts them (podman
+    mounts the store's ``overlay`` directory while it uses it, and drops the mount after)."""
+    found = subprocess.run(
+        ["podman", "info", "--format", "{{.Store.GraphRoot}}\n{{.Store.RunRoot}}"],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    return tuple(line for line in found.stdout.split() if line.startswith("/"))
+
+
 # The machine's own supervisor and podman (other work on this machine) change these meanwhile;
 # nothing of the node is among them.
 FOREIGN = (
@@ -280,21 +292,29 @@ def host_snapshot(controlplane_cli: Any) -> dict[str, Any]:
 
 
 def differences(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    foreign = FOREIGN + podman_stores()
     found: dict[str, Any] = {}
     for key in ("links", "cgroups", "mounts", "outside_paths", "processes"):
         added = sorted(set(after[key]) - set(before[key]))
         removed = sorted(set(before[key]) - set(after[key]))
-        changed = [x for x in added + removed if not any(f in x for f in FOREIGN)]
+        changed = [x for x in added + removed if not any(f in x for f in foreign)]
         if changed:
             found[key] = {"added": added, "removed": removed}
     for tool, rules in before["iptables"].items():
         changed = sorted(set(rules) ^ set(after["iptables"][tool]))
-        changed = [rule for rule in changed if not any(f in rule for f in FOREIGN)]
+        changed = [rule for rule in changed if not any(f in rule for f in foreign)]
         if changed:
             found[tool] = changed
     if before["sysctls"] != after["sysctls"]:
         found["sysctls"] = {"before": before["sysctls"], "after": after["sysctls"]}
     return found
+
+
+@pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman")
+def test_podmans_own_mount_of_its_store_is_not_the_nodes() -> None:
+    snapshot = {"links": [], "cgroups": [], "outside_paths": [], "processes": [], "iptables": {}}
+    mounted = {**snapshot, "mounts": [f"{podman_stores()[0]}/overlay"], "sysctls": {}}
+    assert differences(mounted, {**snapshot, "mounts": [], "sysctls": {}}) == {}
 
 
 def run_two_pods(controlplane: Any, namespace: str, wait_for: Any, load: Any) -> None:

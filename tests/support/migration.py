@@ -66,7 +66,9 @@ def credential(api_key: str) -> Iterator[None]:
 def engine_worker(db_url: str, lanes: str = "migrations:4", **settings: Any) -> Iterator[Worker]:
     config = Settings(lanes=lanes, **settings)
     runtime = EngineRuntime(
-        source_timeout=config.source_timeout, sealing_key_file=config.sealing_key_file
+        source_timeout=config.source_timeout,
+        sealing_key_file=config.sealing_key_file,
+        database_url=db_url,
     )
     worker = Worker(config, db_url, resources={RESOURCE: runtime})
     worker.start()

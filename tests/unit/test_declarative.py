@@ -234,3 +234,49 @@ def test_a_run_s_source_options_are_checked_typed_and_filled_into_requests() -> 
     assert request.with_options({"region": "eu", "version": "7"}) == Request(
         "/eu/items", {"v": "7", "n": 1}, headers={"X": "{options.x}"}
     )
+
+
+OAUTH = """
+metadata: {name: crm}
+spec:
+  auth:
+    style: oauth2
+    oauth2: {grant: refresh_token, tokenUrl: /oauth/token, scopes: [crm.read, crm.write],
+             clientAuth: post, keys: {clientId: app-id, refreshToken: rt}}
+
+  kinds:
+    companies: {request: {path: /companies}, fields: {id: {type: integer}}}
+"""
+
+
+def test_an_oauth2_grant_is_declared_with_its_token_url_scopes_and_credential_keys() -> None:
+    grant = declarative.DeclaredProvider(declarative.parse(OAUTH)).auth.oauth2
+    assert grant is not None and grant.grant == "refresh_token"
+    assert (grant.token_url, grant.scopes, grant.client_auth) == (
+        "/oauth/token",
+        ("crm.read", "crm.write"),
+        "post",
+    )
+    assert grant.keys() == {
+        "client_id": "app-id",
+        "client_secret": "client_secret",
+        "refresh_token": "rt",
+    }
+
+
+def test_a_bad_oauth2_block_names_the_field_and_the_fix() -> None:
+    assert _problems(OAUTH.replace("tokenUrl: /oauth/token", "tokenUrl: oauth/token")) == [
+        "spec.auth.oauth2: tokenUrl 'oauth/token': give an absolute http(s) URL, or a path"
+        " starting with / on the run's baseURL host"
+    ]
+    assert _problems(OAUTH.replace("grant: refresh_token", "grant: password")) == [
+        "spec.auth.oauth2.grant: Input should be 'client_credentials' or 'refresh_token'"
+    ]
+    no_grant = OAUTH.replace(OAUTH[OAUTH.index("    oauth2:") : OAUTH.index("  kinds:")], "")
+    assert _problems(no_grant) == [
+        "spec.auth: style oauth2 needs `oauth2`: its grant and tokenUrl, e.g. {grant:"
+        " client_credentials, tokenUrl: /oauth/token}"
+    ]
+    assert _problems(OAUTH.replace("style: oauth2", "style: bearer")) == [
+        "spec.auth: `oauth2` is for style oauth2: set `style: oauth2`, or drop it"
+    ]

@@ -80,6 +80,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         settings.source_timeout,
         settings.sync_windows,
         settings.sealing_key_file,
+        database_url=url,
     )
     try:
         return worker.Worker(settings, url, resources={RESOURCE: runtime}).run_until_signal()

@@ -65,10 +65,11 @@ def run_file(
     )
     request = contract.request_for(spec, width, mapping)
     style = providers.resolve(spec.spec.source.provider, definition).auth
-    runtime.credential(  # missing: say so, admit nothing
+    credential = runtime.credential(  # missing: say so, admit nothing
         {"credential": request.credential, "base_url": request.base_url}, style
     )
-    url = database()
+    runtime.client(request.base_url, credential, style)  # e.g. a token URL on an unbound host
+    url = runtime.database_url = database()
     with connect.connect(url) as conn:
         migrate.migrate(conn)
         _admit_or_resume(conn, spec, width, mapping, settings, out, definition)

@@ -8,8 +8,10 @@ from collections.abc import Callable, Generator, Mapping
 
 import httpx
 
+from ferryman_worker.engine import oauth
+from ferryman_worker.engine.credentials import HOSTS_ANNOTATION, Credential, url_host
 from ferryman_worker.errors import ConfigurationError
-from ferryman_worker.providers import AuthStyle
+from ferryman_worker.providers import AuthStyle, OAuth2
 
 
 class SecretAuth(httpx.Auth):
@@ -82,7 +84,15 @@ KEYS: dict[str, tuple[str, ...]] = {
     "query": ("token",),
     "basic": ("username", "password"),
 }
-"""The credential keys each style reads (``token``: the key the run's credential names)."""
+"""The credential keys each style reads (``token``: the key the run's credential names);
+``oauth2`` reads the keys its grant names (``needs``)."""
+
+
+def needs(style: AuthStyle) -> tuple[str, ...]:
+    """The credential keys ``style`` reads."""
+    if style.oauth2 is not None:
+        return tuple(style.oauth2.keys().values())
+    return KEYS[style.style]
 
 
 def credential_values(
@@ -92,14 +102,16 @@ def credential_values(
     from the Secret ``ref`` names: the key ``ref`` names is the ``token``."""
     if style.style == "none":
         return {}
-    if style.style == "basic":
-        return {key: read({"name": ref["name"], "key": key}) for key in KEYS["basic"]}
+    if style.style in ("basic", "oauth2"):
+        return {key: read({"name": ref["name"], "key": key}) for key in needs(style)}
     return {"token": read(dict(ref))}
 
 
 def build(style: AuthStyle, values: Mapping[str, str]) -> SecretAuth:
     """The auth for ``style`` from the credential's ``values``; ConfigurationError names a
-    missing key (never a value)."""
+    missing key (never a value). OAuth2 needs more than values: ``for_credential``."""
+    if style.style == "oauth2":
+        raise ConfigurationError("auth style oauth2 is built for a credential (for_credential)")
     missing = [key for key in KEYS[style.style] if not values.get(key)]
     if missing:
         raise ConfigurationError(
@@ -115,3 +127,66 @@ def build(style: AuthStyle, values: Mapping[str, str]) -> SecretAuth:
     if style.style == "query":
         return QueryKey(style.name or "api_key", values["token"])
     return Basic(values["username"], values["password"])
+
+
+def for_credential(
+    style: AuthStyle, credential: Credential, base_url: str, connect: oauth.Connect | None = None
+) -> httpx.Auth:
+    """The auth for ``style`` with ``credential`` on the source at ``base_url``. An OAuth2
+    token URL on a host the credential is not bound to is refused here, before any request;
+    ``connect`` opens the database connection a refresh-token grant keeps its tokens with."""
+    if style.oauth2 is None:
+        return build(style, credential.values)
+    grant = style.oauth2
+    url = token_url(grant, base_url)
+    if not credential.allows(url):
+        raise ConfigurationError(
+            f"spec.auth.oauth2.tokenUrl: {url_host(url)} is not a host the source credential is"
+            f" bound to ({', '.join(credential.hosts) or 'none'}): correct the provider's"
+            f" tokenUrl, or bind the credential to that host too (annotation {HOSTS_ANNOTATION}"
+            " on its Secret)"
+        )
+    endpoint = oauth.TokenEndpoint(
+        _GrantCredential(credential, grant),
+        url,
+        client_auth=grant.client_auth,
+        scope=" ".join(grant.scopes) or None,
+    )
+    if grant.grant == "client_credentials":
+        return oauth.ClientCredentialsAuth(endpoint)
+    if connect is None:
+        raise ConfigurationError(
+            "auth style oauth2 with grant refresh_token keeps its tokens in PostgreSQL: this"
+            " process has no database to keep them in"
+        )
+    return oauth.RefreshTokenAuth(endpoint, connect)
+
+
+def token_url(grant: OAuth2, base_url: str) -> str:
+    """The grant's token URL: as declared, or its path on the host of ``base_url``."""
+    if grant.token_url.startswith("/"):
+        return str(httpx.URL(base_url).join(grant.token_url))
+    return grant.token_url
+
+
+class _GrantCredential:
+    """The credential as the grant sees it: its values under the names OAuth2 gives them
+    (client_id, client_secret, refresh_token), whichever keys of the Secret hold them."""
+
+    def __init__(self, credential: Credential, grant: OAuth2) -> None:
+        self._credential = credential
+        self.id = credential.id
+        missing = [key for key in grant.keys().values() if not credential.values.get(key)]
+        if missing:
+            raise ConfigurationError(
+                f"the provider's auth style 'oauth2' ({grant.grant}) needs the credential keys"
+                f" {missing}: add them to the Secret that spec.source.credentialsSecretRef"
+                " names, or name the keys it has in spec.auth.oauth2.keys"
+            )
+        self.values = {role: credential.values[key] for role, key in grant.keys().items()}
+
+    def __repr__(self) -> str:
+        return f"_GrantCredential({self.id!r})"
+
+    def allows(self, url: str) -> bool:
+        return self._credential.allows(url)

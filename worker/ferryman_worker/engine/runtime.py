@@ -19,6 +19,8 @@ from typing import Any
 
 import httpx
 
+from ferryman_worker.db import connect
+from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import auth
 from ferryman_worker.engine.credentials import Credential, Sealer, url_host
 from ferryman_worker.engine.ratelimit import Budget, Budgets, credential_key
@@ -53,13 +55,16 @@ class EngineRuntime:
         source_timeout: float = 30.0,
         sync_windows: bool = False,
         sealing_key_file: str | None = None,
+        database_url: str | None = None,
     ) -> None:
+        self.database_url = database_url
+        """Where an OAuth2 refresh-token grant keeps its tokens (the run's database)."""
         self.credentials_dir = pathlib.Path(credentials_dir or "/var/run/secrets/ferryman")
         self.source_timeout = source_timeout
         self.sync_windows = sync_windows
         self.sealing_key_file = sealing_key_file or SEALING_KEY_FILE
         self.budgets = Budgets()
-        self._clients: dict[tuple[str, str], SourceClient] = {}
+        self._clients: dict[tuple[str, str, AuthStyle | None], SourceClient] = {}
         self._sealer: Sealer | None = None
         self._lock = threading.Lock()
 
@@ -106,13 +111,16 @@ class EngineRuntime:
         self, base_url: str, credential: Credential, style: AuthStyle | None = None
     ) -> SourceClient:
         """The source client of ``base_url`` with ``credential``, applied as the provider's auth
-        ``style`` says (bearer when None), guarded by the credential's hosts."""
+        ``style`` says (bearer when None), guarded by the credential's hosts. One per base URL,
+        credential (its values and hosts) and style: two providers of one API that put the same
+        credential on a request differently never share a client."""
+        key = (base_url, credential.id, style)
         with self._lock:
-            client = self._clients.get((base_url, credential.id))
+            client = self._clients.get(key)
             if client is None:
                 client = SourceClient(
                     base_url,
-                    auth.build(style, credential.values)
+                    auth.for_credential(style, credential, base_url, self._connect)
                     if style
                     else auth.Bearer(credential.token),
                     self.source_timeout,
@@ -120,8 +128,17 @@ class EngineRuntime:
                     secrets=credential.secrets,
                 )
                 self._observe_quota(client, credential_key(base_url, credential.id))
-                self._clients[(base_url, credential.id)] = client
+                self._clients[key] = client
             return client
+
+    def _connect(self) -> Connection:
+        """A connection of its own for an OAuth2 refresh (rare; autocommit)."""
+        if self.database_url is None:
+            raise ConfigurationError(
+                "an OAuth2 refresh-token grant keeps its tokens in the run's database, and this"
+                " process was given none"
+            )
+        return connect.connect(self.database_url)
 
     def _observe_quota(self, client: SourceClient, credential: str) -> None:
         """Every answer's rate-limit headers reach the credential's budget (ratelimit.quota)."""

@@ -89,7 +89,6 @@ class SourceClient:
     client: httpx.Client = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
-        self.secrets = (*self.secrets, *getattr(self.auth, "secrets", ()))
         self.client = httpx.Client(
             base_url=self.base_url,
             auth=self.auth,
@@ -149,8 +148,9 @@ class SourceClient:
         return self.call(request).body
 
     def _redacted(self, text: str) -> str:
-        """``text`` without a secret should it hold one; redacted, then cut."""
-        return redact(text, self.secrets)
+        """``text`` without a secret should it hold one (the auth's are read now: an OAuth2
+        access token changes); redacted, then cut."""
+        return redact(text, (*self.secrets, *getattr(self.auth, "secrets", ())))
 
     def _log_answer(self, what: str, response: httpx.Response) -> None:
         """The source's words on a failed call, for whoever reads the worker's log: redacted,

@@ -33,6 +33,7 @@ __all__ = [
     "ENTRY_POINTS",
     "AuthStyle",
     "Kind",
+    "OAuth2",
     "Option",
     "Provider",
     "Reply",
@@ -72,15 +73,38 @@ class Split:
 
 
 @dataclasses.dataclass(frozen=True)
+class OAuth2:
+    """An OAuth2 grant: ``client_credentials``, or ``refresh_token`` (rotating refresh tokens).
+    ``token_url``: absolute, or a path on the run's base URL's host; ``keys``: which keys of the
+    credential hold the client id, the client secret and the first refresh token."""
+
+    grant: Literal["client_credentials", "refresh_token"]
+    token_url: str
+    scopes: tuple[str, ...] = ()
+    client_auth: Literal["basic", "post"] = "basic"
+    client_id_key: str = "client_id"
+    client_secret_key: str = "client_secret"
+    refresh_token_key: str = "refresh_token"
+
+    def keys(self) -> dict[str, str]:
+        """What each credential key is for (``client_id`` ...) mapped to the key's name."""
+        keys = {"client_id": self.client_id_key, "client_secret": self.client_secret_key}
+        if self.grant == "refresh_token":
+            keys["refresh_token"] = self.refresh_token_key
+        return keys
+
+
+@dataclasses.dataclass(frozen=True)
 class AuthStyle:
     """How the credential goes on a request: ``bearer`` (``Authorization: Bearer``), ``header``
     (an API key in header ``name``), ``query`` (an API key in parameter ``name``), ``basic``
-    (HTTP basic from the credential's ``username`` and ``password`` keys), ``none`` (an API
-    without authentication)."""
+    (HTTP basic from the credential's ``username`` and ``password`` keys), ``oauth2`` (a bearer
+    token from the grant ``oauth2`` describes), ``none`` (an API without authentication)."""
 
-    style: Literal["bearer", "header", "query", "basic", "none"] = "bearer"
+    style: Literal["bearer", "header", "query", "basic", "oauth2", "none"] = "bearer"
     name: str = ""
     prefix: str = ""
+    oauth2: OAuth2 | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,7 @@ from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers import (
     AuthStyle,
     Kind,
+    OAuth2,
     Option,
     Reply,
     Request,
@@ -234,7 +235,7 @@ class DeclaredProvider:
         self.phases: tuple[tuple[str, ...], ...] = tuple(
             tuple(phase) for phase in body.phase_order()
         )
-        self.auth = AuthStyle(body.auth.style, body.auth.name, body.auth.prefix)
+        self.auth = _auth(body.auth)
         self.options = {
             name: Option(option.type, option.default) for name, option in body.options.items()
         }
@@ -291,6 +292,24 @@ class DeclaredProvider:
         """The SQL function the document names for ``kind``; "" when it names none (the run's
         mapping or the landing table then takes the kind)."""
         return self.specs[kind].writer
+
+
+def _auth(declared: s.AuthSpec) -> AuthStyle:
+    grant = declared.oauth2
+    oauth2 = (
+        None
+        if grant is None
+        else OAuth2(
+            grant.grant,
+            grant.token_url,
+            tuple(grant.scopes),
+            grant.client_auth,
+            grant.keys.client_id,
+            grant.keys.client_secret,
+            grant.keys.refresh_token,
+        )
+    )
+    return AuthStyle(declared.style, declared.name, declared.prefix, oauth2)
 
 
 def _keys(body: Any) -> str:

@@ -29,13 +29,63 @@ class _Spec(BaseModel):
     )
 
 
+class OAuth2KeysSpec(_Spec):
+    """Which keys of the run's credential (its Secret) hold the OAuth2 client's secrets."""
+
+    client_id: str = "client_id"
+    """The key holding the client id."""
+
+    client_secret: str = "client_secret"
+    """The key holding the client secret."""
+
+    refresh_token: str = "refresh_token"
+    """The key holding the first refresh token (grant refresh_token): ferryman keeps the
+    rotated ones in PostgreSQL; a new value here starts from it again."""
+
+
+class OAuth2Spec(_Spec):
+    """An OAuth2 grant whose access token goes on each request as a bearer token."""
+
+    grant: Literal["client_credentials", "refresh_token"]
+    """client_credentials (the client's own token, fetched by each worker process) or
+    refresh_token (from a user's authorization; refresh tokens may be single-use: one worker
+    of the fleet refreshes at a time and the rotated token is kept before anyone uses it)."""
+
+    token_url: Annotated[str, Field(min_length=1, max_length=2048)]
+    """The token endpoint: an absolute http(s) URL, or a path (/oauth/token) on the host of the
+    run's baseURL. Its host must be one the credential is bound to, like the API's."""
+
+    scopes: list[Annotated[str, Field(pattern=r"^[\x21\x23-\x5b\x5d-\x7e]+$")]] = Field(
+        default_factory=list
+    )
+    """Scopes asked for, e.g. [crm.read] (none: the server's default)."""
+
+    client_auth: Literal["basic", "post"] = "basic"
+    """How the client authenticates at the token endpoint: HTTP basic (the standard's default)
+    or client_id and client_secret in the form (post)."""
+
+    keys: OAuth2KeysSpec = Field(default_factory=OAuth2KeysSpec)
+    """Which credential keys hold the client id, client secret and refresh token."""
+
+    @model_validator(mode="after")
+    def _token_url(self) -> OAuth2Spec:
+        url = self.token_url
+        if not (url.startswith(("https://", "http://")) or url.startswith("/")):
+            raise ValueError(
+                f"tokenUrl {url!r}: give an absolute http(s) URL, or a path starting with / on"
+                " the run's baseURL host"
+            )
+        return self
+
+
 class AuthSpec(_Spec):
     """How the credential goes on each request."""
 
-    style: Literal["bearer", "header", "query", "basic", "none"] = "bearer"
+    style: Literal["bearer", "header", "query", "basic", "oauth2", "none"] = "bearer"
     """bearer (Authorization: Bearer), header (an API key in header `name`), query (an API key
-    in query parameter `name`), basic (HTTP basic from the Secret's username and password keys)
-    or none (an API without authentication)."""
+    in query parameter `name`), basic (HTTP basic from the Secret's username and password keys),
+    oauth2 (a bearer token from the grant `oauth2` describes) or none (an API without
+    authentication)."""
 
     name: str = ""
     """The header or query parameter holding the key (header, query)."""
@@ -43,10 +93,20 @@ class AuthSpec(_Spec):
     prefix: str = ""
     """Written before the key in the header, e.g. "Token " (header)."""
 
+    oauth2: OAuth2Spec | None = None
+    """The OAuth2 grant (style oauth2)."""
+
     @model_validator(mode="after")
     def _named(self) -> AuthSpec:
         if self.style in ("header", "query") and not self.name:
             raise ValueError(f"style {self.style} needs `name`: the header or parameter to use")
+        if self.style == "oauth2" and self.oauth2 is None:
+            raise ValueError(
+                "style oauth2 needs `oauth2`: its grant and tokenUrl, e.g."
+                " {grant: client_credentials, tokenUrl: /oauth/token}"
+            )
+        if self.style != "oauth2" and self.oauth2 is not None:
+            raise ValueError("`oauth2` is for style oauth2: set `style: oauth2`, or drop it")
         return self
 
 
