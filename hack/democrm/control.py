@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
-from democrm import oauth, truth
+from democrm import changes, data, oauth, truth
 from democrm.settings import SettingsError
 from democrm.state import State
 from democrm.wire import ApiError, Request, Response, json_response
@@ -48,6 +48,18 @@ def get_stats(state: State, request: Request) -> Response:
 def delete_stats(state: State, request: Request) -> Response:
     state.stats.reset()
     return get_stats(state, request)
+
+
+def get_changes(state: State, request: Request) -> Response:
+    return json_response(state.changes.view())
+
+
+def post_changes(state: State, request: Request) -> Response:
+    counts = {kind: state.source.count(kind) for kind in data.LISTED}
+    try:
+        return json_response(state.changes.apply(json_object(request.body), counts))
+    except changes.ChangeError as exc:
+        raise ApiError(400, "bad_changes", str(exc)) from exc
 
 
 def get_oauth(state: State, request: Request) -> Response:
@@ -92,6 +104,8 @@ ROUTES: dict[tuple[str, str], Callable[[State, Request], Response]] = {
     ("POST", "/_config"): post_config,
     ("GET", "/_stats"): get_stats,
     ("DELETE", "/_stats"): delete_stats,
+    ("GET", "/_changes"): get_changes,
+    ("POST", "/_changes"): post_changes,
     ("GET", "/_oauth"): get_oauth,
     ("POST", "/_oauth/expire"): expire_oauth,
 }

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from democrm import budget, data, faults, oauth, stats
+from democrm import budget, changes, data, faults, oauth, stats
 from democrm.settings import Runtime
 
 BUDGET_SETTINGS = frozenset({"budget_capacity", "budget_refill_per_s"})
@@ -31,6 +31,8 @@ class State:
         self.budgets = budget.Budgets(runtime.budget_capacity, runtime.budget_refill_per_s)
         self.faults = faults.Faults(source.dataset.seed)
         self.stats = stats.Stats()
+        self.changes = changes.Changes()
+        """Edits, additions and deletions since the server started (off until asked for)."""
         self._lock = threading.Lock()
 
     def reconfigure(self, changes: Mapping[str, Any]) -> Runtime:

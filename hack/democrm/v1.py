@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from democrm import budget
+from democrm import budget, changes
 from democrm.state import State
 from democrm.wire import ApiError, Request, Response, json_response
 
@@ -102,8 +102,31 @@ def perform(state: State, key: str, call: Call) -> Response:
 
 def prepare_listing(state: State, kind: str, query: str) -> Call:
     start, limit = page_params(query)
+    if state.changes.active:
+        return changed_listing(state, kind, query, start, limit)
     total = state.source.count(kind)
     return Call(True, lambda: page(state.source.listing(kind, start, limit), start, limit, total))
+
+
+def changed_listing(state: State, kind: str, query: str, start: int, limit: int) -> Call:
+    """A listing once changes are on (``changes``): deleted records left out, each record
+    with its ``updated_at``, and ``updated_since`` honoured."""
+    text = parse_qs(query).get("updated_since", [None])[-1]
+    try:
+        since = None if text is None else changes.parse_since(text)
+    except ValueError:
+        message = f"updated_since must be an ISO 8601 time, got {text!r}"
+        raise ApiError(400, "bad_request", message) from None
+    make = {"organizations": state.source.organization, "people": state.source.person,
+            "deals": state.source.deal}[kind]  # fmt: skip
+    listed = state.changes.listed(kind, state.source.count(kind), since)
+
+    def produce() -> dict[str, Any]:
+        chosen = listed[start : start + limit]
+        records = [state.changes.revise(kind, i, make(i)) for i in chosen]
+        return page(records, start, limit, len(listed))
+
+    return Call(True, produce)
 
 
 def prepare_messages(state: State, deal: str, query: str) -> Call:

@@ -115,6 +115,11 @@ class DemoCRM:
     def stats(self) -> dict[str, Any]:
         return self._control("GET", "/_stats")
 
+    def change(self, **parts: Any) -> dict[str, Any]:
+        """Edit, add or delete records (``update={kind: [ids]}``, ``add={kind: n}``,
+        ``delete={kind: [ids]}``; none: only switch changes on): ``POST /_changes``."""
+        return self._control("POST", "/_changes", json=parts)
+
     def reset_stats(self) -> dict[str, Any]:
         return self._control("DELETE", "/_stats")
 

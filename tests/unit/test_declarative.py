@@ -167,10 +167,11 @@ def test_the_demo_crm_file_declares_what_the_python_provider_does() -> None:
     record = {"id": 3, "deal_id": 5, "subject": "s", "from": "a@b", "name": "n", "title": "t"}
     for name, kind in python_democrm.kinds.items():
         mine = declared.kinds[name]
-        assert (mine.walk, mine.parent, mine.pagination) == (
+        assert (mine.walk, mine.parent, mine.pagination, mine.changed_since) == (
             kind.walk,
             kind.parent,
             kind.pagination,
+            kind.changed_since,
         )
         parent = {"id": "5"} if kind.parent else None
         assert declared.listing(name, parent) == python_democrm.listing(name, parent)

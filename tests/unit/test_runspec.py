@@ -276,7 +276,7 @@ def test_each_rule_names_its_path_and_the_fix(changes: dict[str, Any], expected:
         (
             {"spec__priority": 3},
             "spec.priority: unknown field; known fields here: "
-            "workspace, source, kinds, mapping, options, suspend, ttlSecondsAfterFinished, "
+            "workspace, source, kinds, mapping, mode, options, suspend, ttlSecondsAfterFinished, "
             "conflictPolicy",
         ),
         (

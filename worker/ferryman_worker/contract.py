@@ -36,6 +36,7 @@ from ferryman_worker.runspec import (
     PhaseEta,
     RateLimitSpec,
     RunEta,
+    RunMode,
     RunOptions,
     RunState,
     load_run,
@@ -192,6 +193,7 @@ def request_for(
         sealed=sealed,
         provider_definition=provider_definition,
         source_options=dict(source.options),
+        mode="delta" if spec.mode is RunMode.DELTA else "full",
     )
 
 

@@ -106,36 +106,64 @@ class StatementWriter:
         return []  # checked with its mapping at admission (catalog.check)
 
 
+@dataclasses.dataclass(frozen=True)
+class UpdatingFunctionWriter(FunctionWriter):
+    """A provider's SQL function in a delta run: it can only insert, so the run is refused."""
+
+    def problems(self, conn: Connection) -> list[str]:
+        return [
+            f"a delta run updates the rows of changed records, and the SQL function"
+            f" {self.function} can only insert them: map the kind (spec.mapping), or run it"
+            " with mode Full"
+        ]
+
+
 @functools.cache
-def _generated(snapshot: str, kind: str) -> StatementWriter:
+def _generated(snapshot: str, kind: str, versions: generate.Versions) -> StatementWriter:
     """The statements of ``kind`` generated from a run's mapping snapshot (as JSON text)."""
     data = json.loads(snapshot)
     mapped = Mapping.model_validate(data["mapping"]).kinds[kind]
     found = generate.KindCatalog.from_json(data["catalog"][kind])
     return StatementWriter(
-        generate.statement(mapped, found, "window"), generate.statement(mapped, found, "rows")
+        generate.statement(mapped, found, "window", versions),
+        generate.statement(mapped, found, "rows", versions),
     )
 
 
 @functools.cache
-def landing(source_id: str = "/id") -> StatementWriter:
+def landing(source_id: str = "/id", versions: generate.Versions = generate.FULL) -> StatementWriter:
     """The writer of a kind without a mapping: its records land as jsonb in
     ``ferryman_landing`` (workspace, kind, source id, record, run)."""
     return StatementWriter(
-        generate.landing_statement(source_id, "window"),
-        generate.landing_statement(source_id, "rows"),
+        generate.landing_statement(source_id, "window", versions),
+        generate.landing_statement(source_id, "rows", versions),
     )
+
+
+def versions_for(run: dict[str, Any], provider: Provider, kind: str) -> generate.Versions:
+    """How ``kind``'s records are versioned (its provider's ``changedSince.version``, else a
+    hash of the record), and whether ``run`` is a delta."""
+    declared = getattr(provider, "kinds", {}).get(kind)
+    changed = declared.changed_since if declared is not None else None
+    delta = (run.get("options") or {}).get("mode") == "delta"
+    if changed is None or not changed.version:
+        return generate.Versions(delta=delta)
+    pointer = "/" + changed.version.replace("~", "~0").replace("/", "~1")
+    return generate.Versions(pointer, changed.version_type, delta)
 
 
 def writer_for(run: dict[str, Any], provider: Provider, kind: str) -> Writer:
     """The writer of ``kind`` in ``run``: generated from the run's mapping if it maps the kind;
     else the provider's own SQL function, if it names one; else the landing table."""
     snapshot = run.get("mapping")
+    versions = versions_for(run, provider, kind)
     if snapshot and kind in snapshot["mapping"].get("kinds", {}):
-        return _generated(json.dumps(snapshot, sort_keys=True), kind)
+        return _generated(json.dumps(snapshot, sort_keys=True), kind, versions)
     function = getattr(provider, "writer", None)
     name = function(kind) if callable(function) else None
-    return FunctionWriter(name) if name else landing()
+    if name:
+        return UpdatingFunctionWriter(name) if versions.delta else FunctionWriter(name)
+    return landing("/id", versions)
 
 
 def snapshot(conn: Connection, mapping: Mapping, kinds: list[str]) -> dict[str, Any]:

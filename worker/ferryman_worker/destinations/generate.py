@@ -33,13 +33,23 @@ _CONSTANTS = {
     Constant.RUN: sql.SQL("%(run_id)s::bigint"),
     Constant.KIND: sql.SQL("%(kind)s::text"),
 }
-_TAILS = {
-    "window": sql.SQL(
+_COUNT_SLOTS = sql.SQL("(SELECT count(*) FROM slots)")
+_GONE = sql.SQL(
+    "gone AS (UPDATE ferryman_ledger SET source_deleted_at = now()"
+    " WHERE workspace = %(workspace)s AND kind = %(kind)s"
+    " AND source_id = ANY(%(deleted)s::text[]) AND source_deleted_at IS NULL)"
+)
+"""A delta's tombstones (``deleted``: source ids the listing marks deleted), recorded."""
+
+
+def _tail(tail: Tail, written: sql.Composable, skipped: sql.Composable) -> sql.Composable:
+    """The statement's last part: the window's close with its counts, or the rows written."""
+    if tail == "rows":
+        return sql.SQL("SELECT ({})::integer AS written").format(written)
+    return sql.SQL(
         "SELECT ferryman_close_window(%(task_id)s, %(job_id)s, %(run_id)s, %(kind)s, "
-        "%(offset)s, (SELECT count(*) FROM slots)::integer, 0, %(errors)s) AS failed"
-    ),
-    "rows": sql.SQL("SELECT count(*)::integer AS written FROM slots"),
-}
+        "%(offset)s, ({})::integer, ({})::integer, %(errors)s) AS failed"
+    ).format(written, skipped)
 
 
 KEEPS_SOURCE_ID = ("bigint", "integer", "text")
@@ -62,6 +72,42 @@ class KindCatalog:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> KindCatalog:
         return cls(dict(data["types"]), str(data["sequence"]), bool(data.get("always", False)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Versions:
+    """How a kind's writer reads each record's source version, and whether it writes a delta.
+
+    The version is text the ledger keeps (``source_version``, compared by
+    ``ferryman_version_newer``): 't:' and the UTC time of a datetime field, 'n:' and the
+    zero-padded value of an integer field, or 'h:' and the md5 of the record (no field);
+    NULL when the field is missing. A full run's statement inserts every record and claims
+    its slot with its version; a delta's inserts the records the ledger does not hold,
+    updates (through the ledger's row id) those whose version is newer than the ledger's,
+    and skips the rest."""
+
+    field: str | None = None
+    """JSON pointer to the version field; None: a hash of the record."""
+
+    type: Literal["datetime", "integer"] = "datetime"
+    delta: bool = False
+
+
+FULL = Versions()
+
+
+def _version(value: sql.Composable, versions: Versions) -> sql.Composable:
+    """The tagged version text of ``value`` (the version field read as timestamptz or
+    bigint)."""
+    if versions.type == "integer":
+        return sql.SQL("('n:' || lpad(({})::text, 20, '0'))").format(value)
+    return sql.SQL(
+        "('t:' || to_char(({}) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US'))"
+    ).format(value)
+
+
+def _version_type(versions: Versions) -> str:
+    return "bigint" if versions.type == "integer" else "timestamptz"
 
 
 def _tokens(pointer: str) -> list[str]:
@@ -120,11 +166,13 @@ class _Shape:
     mapping: KindMapping
     catalog: KindCatalog
 
-    def fields(self) -> _Fields:
+    def fields(self, versions: Versions = FULL) -> _Fields:
         fields = _Fields()
         for name, column in self.mapping.columns.items():  # typed uses first: they declare
             if column.field is not None:
                 fields.use(column.field, self.catalog.types[name])
+        if versions.field is not None:
+            fields.use(versions.field, _version_type(versions))
         fields.use(self.mapping.source_id, "text")
         for column in self.mapping.columns.values():
             if column.reference is not None:
@@ -201,6 +249,12 @@ class _Shape:
             return None
         return self.source_column()
 
+    def updates(self) -> bool:
+        """Whether a delta updates the rows of changed records (not when a natural key says
+        onExisting: skip: the application's rows are its own)."""
+        key = self.mapping.natural_key
+        return key is None or key.on_existing is not OnExisting.SKIP
+
     def key_match(self, row: str, target: str) -> sql.Composable:
         """``target``'s natural key equals ``row``'s."""
         assert self.mapping.natural_key is not None
@@ -214,26 +268,137 @@ class _Shape:
         )
 
 
-def statement(mapping: KindMapping, catalog: KindCatalog, tail: Tail) -> bytes:
+def statement(
+    mapping: KindMapping, catalog: KindCatalog, tail: Tail, versions: Versions = FULL
+) -> bytes:
     """The kind's window statement (``tail="window"``: rows, slots, then the window's close) or
-    its rows statement (``"rows"``: returns how many rows it wrote)."""
+    its rows statement (``"rows"``: returns how many rows it wrote); with ``versions.delta``,
+    a delta run's (see ``Versions``)."""
     shape = _Shape(mapping, catalog)
-    fields = shape.fields()
+    fields = shape.fields(versions)
     select, lateral = shape.prepared(fields)
+    select.append(sql.SQL("r.ferryman_version"))
+    source = fields.read(mapping.source_id, "text")
     ctes = [
-        sql.SQL("input AS (SELECT * FROM jsonb_to_recordset(%(rows)s::jsonb) AS r({}))").format(
-            fields.definition()
-        ),
+        *_input(fields, versions, source),
         *_rows(shape, select, lateral),
-        sql.SQL(
-            "claimed AS (INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)"
-            " SELECT %(workspace)s, %(kind)s, s.ferryman_source_id, s.ferryman_row_id,"
-            " %(run_id)s FROM slots s)"
-        ),
+        _claimed(shape, fields),
         *_members(shape, fields),
     ]
-    composed = sql.SQL("WITH {} {}").format(sql.SQL(",\n").join(ctes), _TAILS[tail])
+    written: sql.Composable = _COUNT_SLOTS
+    skipped: sql.Composable = sql.SQL("0")
+    if versions.delta:
+        ctes += [*_revisions(shape, select, lateral), _GONE]
+        updates = sql.SQL("(SELECT count(*) FROM revised)") if shape.updates() else sql.SQL("0")
+        written = sql.SQL("{} + {}").format(_COUNT_SLOTS, updates)
+        skipped = sql.SQL(
+            "(SELECT count(*) FROM known) - (SELECT count(*) FROM input) - {}"
+        ).format(updates)
+    composed = sql.SQL("WITH {} {}").format(
+        sql.SQL(",\n").join(ctes), _tail(tail, written, skipped)
+    )
     return composed.as_bytes(None)
+
+
+def _input(fields: _Fields, versions: Versions, source: sql.Composable) -> list[sql.Composable]:
+    """The window's records with their versions (``input``); for a delta, ``known`` (each
+    with the ledger's row id and version), ``input`` (those the ledger does not hold) and
+    ``changed`` (those whose version is newer than the ledger's)."""
+    if versions.field is not None:
+        version = _version(fields.read(versions.field, _version_type(versions)), versions)
+        rows = sql.SQL("jsonb_to_recordset(%(rows)s::jsonb) AS r({})").format(fields.definition())
+    else:
+        version = sql.SQL("('h:' || md5(e.rec::text))")
+        rows = sql.SQL(
+            "jsonb_array_elements(%(rows)s::jsonb) AS e(rec)"
+            " CROSS JOIN LATERAL jsonb_to_record(e.rec) AS r({})"
+        ).format(fields.definition())
+    arrived = sql.SQL("SELECT r.*, {} AS ferryman_version FROM {}").format(version, rows)
+    if not versions.delta:
+        return [sql.SQL("input AS ({})").format(arrived)]
+    return [
+        sql.SQL("arrived AS ({})").format(arrived),
+        sql.SQL(
+            "known AS (SELECT r.*, l.row_id AS ferryman_known_id,"
+            " l.source_version AS ferryman_known_version FROM arrived r"
+            " LEFT JOIN ferryman_ledger l ON l.workspace = %(workspace)s AND l.kind = %(kind)s"
+            " AND l.source_id = {})"
+        ).format(source),
+        sql.SQL("input AS (SELECT * FROM known WHERE ferryman_known_id IS NULL)"),
+        sql.SQL(
+            "changed AS (SELECT * FROM known WHERE ferryman_known_id IS NOT NULL"
+            " AND ferryman_version_newer(ferryman_version, ferryman_known_version))"
+        ),
+    ]
+
+
+def _claimed(shape: _Shape, fields: _Fields) -> sql.Composable:
+    """The ledger slots of the rows written (or matched), each with its record's version."""
+    rows: sql.Composable
+    if shape.returning() is not None:  # RETURNING gave the slots: their versions are input's
+        source = fields.read(shape.mapping.source_id, "text", "i")
+        rows = sql.SQL("slots s JOIN input i ON {} = s.ferryman_source_id").format(source)
+        version = sql.SQL("i.ferryman_version")
+    else:
+        rows, version = sql.SQL("slots s"), sql.SQL("s.ferryman_version")
+    return sql.SQL(
+        "claimed AS (INSERT INTO ferryman_ledger"
+        " (workspace, kind, source_id, row_id, run_id, source_version)"
+        " SELECT %(workspace)s, %(kind)s, s.ferryman_source_id, s.ferryman_row_id,"
+        " %(run_id)s, {} FROM {})"
+    ).format(version, rows)
+
+
+def _revisions(
+    shape: _Shape, select: list[sql.Composable], lateral: list[sql.Composable]
+) -> Iterator[sql.Composable]:
+    """A delta's changed records: ``revised`` (each with the ledger's row id), the rows
+    updated through it (every mapped column; not for a natural key whose onExisting is skip:
+    the application's row is left as it is), their join pairs made to match, and the
+    ledger's versions moved on."""
+    mapping = shape.mapping
+    yield sql.SQL(
+        "revised AS (SELECT r.ferryman_known_id AS ferryman_row_id, {} FROM changed r {})"
+    ).format(sql.SQL(", ").join(select), sql.SQL(" ").join(lateral))
+    yield sql.SQL(
+        "reversioned AS (UPDATE ferryman_ledger l SET source_version = v.ferryman_version"
+        " FROM revised v WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s"
+        " AND l.source_id = v.ferryman_source_id)"
+    )
+    if not shape.updates():
+        return
+    yield sql.SQL(
+        "revised_rows AS (UPDATE {table} t SET {changed} FROM revised v"
+        " WHERE t.{id} = v.ferryman_row_id)"
+    ).format(
+        table=_table(mapping.table),
+        changed=sql.SQL(", ").join(
+            sql.SQL("{} = v.{}").format(sql.Identifier(name), sql.Identifier(f"c_{i}"))
+            for i, name in enumerate(mapping.columns)
+        ),
+        id=sql.Identifier(mapping.id),
+    )
+    for index, join in enumerate(mapping.joins):
+        array = sql.SQL("v.{}").format(sql.Identifier(f"j_{index}"))
+        others = sql.SQL(
+            "jsonb_array_elements_text({array}) AS e(source_id) JOIN ferryman_ledger o"
+            " ON o.workspace = %(workspace)s AND o.kind = {kind} AND o.source_id = e.source_id"
+        ).format(array=array, kind=sql.Literal(join.kind))
+        names = {
+            "table": _table(join.table),
+            "column": sql.Identifier(join.column),
+            "other": sql.Identifier(join.other_column),
+            "others": others,
+        }
+        yield sql.SQL(
+            "{name} AS (INSERT INTO {table} ({column}, {other})"
+            " SELECT DISTINCT v.ferryman_row_id, o.row_id FROM revised v"
+            " CROSS JOIN LATERAL (SELECT o.row_id FROM {others}) o ON CONFLICT DO NOTHING)"
+        ).format(name=sql.Identifier(f"relinked_{index}"), **names)
+        yield sql.SQL(
+            "{name} AS (DELETE FROM {table} j USING revised v WHERE j.{column} = v.ferryman_row_id"
+            " AND j.{other} NOT IN (SELECT o.row_id FROM {others}))"
+        ).format(name=sql.Identifier(f"unlinked_{index}"), **names)
 
 
 def _rows(
@@ -308,7 +473,12 @@ def _rows(
             " WHERE t.{id} = m.ferryman_row_id)"
         ).format(table=table, changed=sql.SQL(", ").join(changed), id=sql.Identifier(mapping.id))
     slot_columns = sql.SQL(", ").join(
-        [sql.SQL("ferryman_source_id"), sql.SQL("ferryman_row_id"), *arrays]
+        [
+            sql.SQL("ferryman_source_id"),
+            sql.SQL("ferryman_row_id"),
+            *arrays,
+            sql.SQL("ferryman_version"),
+        ]
     )
     yield sql.SQL(
         "slots AS (SELECT {cols} FROM fresh UNION ALL SELECT {cols} FROM matched)"
@@ -348,16 +518,67 @@ def _members(shape: _Shape, fields: _Fields) -> Iterator[sql.Composable]:
         )
 
 
-def landing_statement(source_id: str, tail: Tail) -> bytes:
-    """The writer of a kind without a mapping: each record as jsonb in ``ferryman_landing``."""
+def landing_statement(source_id: str, tail: Tail, versions: Versions = FULL) -> bytes:
+    """The writer of a kind without a mapping: each record as jsonb in ``ferryman_landing``;
+    with ``versions.delta``, a changed record's landed row is replaced."""
     path = sql.SQL("{}::text[]").format(sql.Literal(_tokens(source_id)))
-    composed = sql.SQL(
-        "WITH slots AS (INSERT INTO ferryman_landing (workspace, kind, source_id, record, run_id)"
-        " SELECT %(workspace)s, %(kind)s, r.rec #>> {path}, r.rec, %(run_id)s"
-        " FROM jsonb_array_elements(%(rows)s::jsonb) AS r(rec)"
-        " RETURNING id AS ferryman_row_id, source_id AS ferryman_source_id),\n"
-        "claimed AS (INSERT INTO ferryman_ledger (workspace, kind, source_id, row_id, run_id)"
-        " SELECT %(workspace)s, %(kind)s, s.ferryman_source_id, s.ferryman_row_id, %(run_id)s"
-        " FROM slots s) {tail}"
-    ).format(path=path, tail=_TAILS[tail])
+    if versions.field is not None:
+        field = sql.SQL("{}::text[]").format(sql.Literal(_tokens(versions.field)))
+        typed = sql.SQL("(e.rec #>> {})::{}").format(field, sql.SQL(_version_type(versions)))
+        version = _version(typed, versions)
+    else:
+        version = sql.SQL("('h:' || md5(e.rec::text))")
+    ctes: list[sql.Composable] = [
+        sql.SQL(
+            "arrived AS (SELECT e.rec, e.rec #>> {path} AS ferryman_source_id,"
+            " {version} AS ferryman_version FROM jsonb_array_elements(%(rows)s::jsonb) AS e(rec))"
+        ).format(path=path, version=version)
+    ]
+    written: sql.Composable = _COUNT_SLOTS
+    skipped: sql.Composable = sql.SQL("0")
+    fresh: sql.Composable = sql.SQL("arrived")
+    if versions.delta:
+        fresh = sql.SQL("known WHERE ferryman_known_id IS NULL")
+        ctes += [
+            sql.SQL(
+                "known AS (SELECT a.*, l.row_id AS ferryman_known_id,"
+                " l.source_version AS ferryman_known_version FROM arrived a"
+                " LEFT JOIN ferryman_ledger l ON l.workspace = %(workspace)s"
+                " AND l.kind = %(kind)s AND l.source_id = a.ferryman_source_id)"
+            ),
+            sql.SQL(
+                "revised AS (UPDATE ferryman_landing t SET record = k.rec, run_id = %(run_id)s,"
+                " landed_at = now() FROM known k WHERE t.id = k.ferryman_known_id"
+                " AND ferryman_version_newer(k.ferryman_version, k.ferryman_known_version)"
+                " RETURNING t.id, k.ferryman_source_id, k.ferryman_version)"
+            ),
+            sql.SQL(
+                "reversioned AS (UPDATE ferryman_ledger l SET source_version = v.ferryman_version"
+                " FROM revised v WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s"
+                " AND l.source_id = v.ferryman_source_id)"
+            ),
+        ]
+        ctes.append(_GONE)
+        written = sql.SQL("{} + (SELECT count(*) FROM revised)").format(_COUNT_SLOTS)
+        skipped = sql.SQL(
+            "(SELECT count(*) FROM known WHERE ferryman_known_id IS NOT NULL)"
+            " - (SELECT count(*) FROM revised)"
+        )
+    ctes += [
+        sql.SQL(
+            "slots AS (INSERT INTO ferryman_landing (workspace, kind, source_id, record, run_id)"
+            " SELECT %(workspace)s, %(kind)s, ferryman_source_id, rec, %(run_id)s FROM {}"
+            " RETURNING id AS ferryman_row_id, source_id AS ferryman_source_id)"
+        ).format(fresh),
+        sql.SQL(
+            "claimed AS (INSERT INTO ferryman_ledger"
+            " (workspace, kind, source_id, row_id, run_id, source_version)"
+            " SELECT %(workspace)s, %(kind)s, s.ferryman_source_id, s.ferryman_row_id,"
+            " %(run_id)s, a.ferryman_version"
+            " FROM slots s JOIN arrived a ON a.ferryman_source_id = s.ferryman_source_id)"
+        ),
+    ]
+    composed = sql.SQL("WITH {} {}").format(
+        sql.SQL(",\n").join(ctes), _tail(tail, written, skipped)
+    )
     return composed.as_bytes(None)

@@ -93,12 +93,16 @@ def request(
     size: int,
     parent: Mapping[str, Any] | None = None,
     options: Mapping[str, Any] | None = None,
+    changed: Mapping[str, Any] | None = None,
 ) -> Request:
-    """The request for the page at ``at`` (``options``: the run's ``spec.source.options``)."""
+    """The request for the page at ``at`` (``options``: the run's ``spec.source.options``;
+    ``changed``: a delta run's changed-since filter)."""
     base = provider.listing(kind.name, parent).with_options(options or {})
     part = kind.split.parts[at.part] if at.part < len(kind.split.parts) else {}
     if part:
         base = base.with_params(**part)
+    if changed:
+        base = base.with_params(**changed)
     return kind.pagination.apply(base, at.token, size)
 
 

@@ -4,7 +4,7 @@ suspend, resume and cancel. What the operator may call goes through ``ferryman_w
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 from ferryman_worker import destinations, providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.engine import phases, schedule
+from ferryman_worker.engine import delta, phases, schedule
 from ferryman_worker.errors import ConfigurationError, FerrymanError
 from ferryman_worker.providers import Provider, phases_for
 from ferryman_worker.providers import resolve as resolve_provider
@@ -73,6 +73,8 @@ class RunRequest:
     """``spec.mapping`` as parsed; None: the mapping shipped for the provider, if any."""
     namespace: str | None = None
     sealed: Sealed | None = None
+    mode: Literal["full", "delta"] = "full"
+    """``spec.mode``: a delta reads what changed since the workspace's last successful run."""
 
 
 def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
@@ -89,6 +91,11 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
         parents = {k: p for k in kinds if (p := provider.kinds[k].parent) is not None}
         run_phases = mapping.phases_for(run_phases, parents)
         snapshot = destinations.snapshot(conn, mapping, kinds)
+    options = {**request.options, "source": providers.options_for(provider, request.source_options)}
+    if request.mode == delta.DELTA:
+        kinds = [kind for phase in run_phases for kind in phase]
+        since = delta.starting_points(conn, request.workspace, kinds)
+        options = {**options, "mode": delta.DELTA, "since": since}
     params: dict[str, Any] = {
         "name": request.name,
         "workspace": request.workspace,
@@ -97,16 +104,14 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
         "credential": Jsonb(request.credential),
         "kinds": [kind for phase in run_phases for kind in phase],
         "phases": Jsonb(run_phases),
-        "options": Jsonb(
-            {**request.options, "source": providers.options_for(provider, request.source_options)}
-        ),
+        "options": Jsonb(options),
         "mapping": Jsonb(snapshot) if snapshot is not None else None,
         "provider_definition": None
         if request.provider_definition is None
         else Jsonb(request.provider_definition),
     }
     kinds = [kind for phase in run_phases for kind in phase]
-    _check_writers(conn, {**params, "mapping": snapshot}, provider, kinds)
+    _check_writers(conn, {**params, "options": options, "mapping": snapshot}, provider, kinds)
     try:
         with conn.transaction():
             _claim_workspace(conn, request)

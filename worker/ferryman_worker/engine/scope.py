@@ -16,7 +16,7 @@ from psycopg.rows import tuple_row
 from ferryman_worker import destinations, metrics, providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.engine import paging, phases, schedule, windows
+from ferryman_worker.engine import delta, paging, phases, schedule, windows
 from ferryman_worker.engine.ratelimit import Budget
 from ferryman_worker.engine.runtime import EngineRuntime
 from ferryman_worker.engine.source import (
@@ -85,6 +85,12 @@ class Scope:
         """The run's ``spec.source.options``, typed and with the provider's defaults."""
         found: dict[str, Any] = self.options.get("source") or {}
         return found
+
+    @functools.cached_property
+    def listing_extras(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """What every listing of the task adds to its kind's request: the run's source
+        options, and a delta run's changed-since filter."""
+        return self.source_options, delta.listing_params(self.run, self.kind)
 
     @functools.cached_property
     def cursor(self) -> windows.Cursor:
@@ -185,8 +191,9 @@ class Scope:
         database refuses sends the window round again, row by row. A window the gate refused
         while the run was suspended is written again when the run was resumed before the job
         looked at it (the task still its own); otherwise the job stops (``Stop``)."""
+        deleted, records = delta.tombstones(self.run, self.kind, records)
         valid, malformed = windows.validate(self.kind, records)
-        window = windows.Window(offset, valid, [*extra_malformed, *malformed])
+        window = windows.Window(offset, valid, [*extra_malformed, *malformed], deleted)
         began = time.perf_counter()
         try:
             try:

@@ -183,7 +183,7 @@ def _list(scope: Scope, pool: Pool, parents: list[str]) -> list[list[dict[str, A
     pending = list(parents)
     while pending:
         requests = [
-            paging.request(scope.provider, kind, at[p], size, {"id": p}, scope.source_options)
+            paging.request(scope.provider, kind, at[p], size, {"id": p}, *scope.listing_extras)
             for p in pending
         ]
         more = []

@@ -24,7 +24,7 @@ def walk_pages(scope: Scope) -> None:
     """One listing page: fetch, write in windows from the task's offset inside it, finish."""
     options, kind = scope.options, scope.kind
     at, size = paging.Position.of(scope.task["cursor"]), paging.page_size(options, kind)
-    reply = scope.fetch(paging.request(scope.provider, kind, at, size, None, scope.source_options))
+    reply = scope.fetch(paging.request(scope.provider, kind, at, size, None, *scope.listing_extras))
     records = scope.provider.records(kind.name, reply)
     following = paging.following(kind, at, reply, records, size, int(options["stripes"]))
     offset = int(scope.task["processed_offset"])

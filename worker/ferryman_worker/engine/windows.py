@@ -71,6 +71,9 @@ class Window:
     offset: int
     valid: list[BaseModel]
     malformed: Malformed
+    deleted: list[str] = dataclasses.field(default_factory=list)
+    """Source ids of records a delta's listing says were deleted (tombstones): recorded in
+    the ledger by the window's statement, nothing written."""
 
 
 def validate(kind: Kind, records: list[dict[str, Any]]) -> tuple[list[BaseModel], Malformed]:
@@ -115,6 +118,7 @@ def write(cur: Cursor, target: Target, window: Window) -> Counts:
     ``carefully``), ``Closed`` if the gate refuses the window."""
     params = _close_params(target, window, [])
     params["rows"] = _rows(target, window.valid)
+    params["deleted"] = window.deleted
     with _gate():
         row = cur.execute(
             target.writer.window_statement(),
@@ -131,6 +135,8 @@ def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
     ``Closed`` if the gate refuses the window."""
     counts = Counts()
     refused: Malformed = []
+    if window.deleted:  # the tombstones first, on their own
+        _write_row(cur, target, None, window.deleted)
     for model in window.valid:
         try:
             with cur.connection.transaction():
@@ -151,14 +157,17 @@ def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
     return counts
 
 
-def _write_row(cur: Cursor, target: Target, model: BaseModel) -> int:
+def _write_row(
+    cur: Cursor, target: Target, model: BaseModel | None, deleted: list[str] | None = None
+) -> int:
     row = cur.execute(
         target.writer.rows_statement(),
         {
-            "rows": _rows(target, [model]),
+            "rows": _rows(target, [] if model is None else [model]),
             "workspace": target.workspace,
             "kind": target.kind.name,
             "run_id": target.run_id,
+            "deleted": deleted or [],
         },
     ).fetchone()
     return int(row[0]) if row else 0

@@ -17,6 +17,7 @@ CRM API in ``hack/democrm``; its tables and writers are among ferryman's own mig
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import importlib.metadata
 import itertools
@@ -32,6 +33,7 @@ from ferryman_worker.providers.responses import ResponsePolicy
 __all__ = [
     "ENTRY_POINTS",
     "AuthStyle",
+    "ChangedSince",
     "Kind",
     "OAuth2",
     "Option",
@@ -107,6 +109,49 @@ class AuthStyle:
     oauth2: OAuth2 | None = None
 
 
+SINCE_FORMATS = ("iso8601", "sql", "unix", "unix_ms")
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangedSince:
+    """How a delta run asks a kind's listing for the records changed since a time, and which
+    record field holds a record's version (its updated-at, or a revision number)."""
+
+    param: str
+    """The query parameter carrying the filter, e.g. updated_since or filter."""
+
+    value: str = "{since}"
+    """The parameter's value, {since} replaced by the time, e.g. "updated >= '{since}'"."""
+
+    format: Literal["iso8601", "sql", "unix", "unix_ms"] = "iso8601"
+    """How the time is written: iso8601 (2026-01-31T09:30:00Z), sql (2026-01-31
+    09:30:00.000Z), unix (seconds) or unix_ms (milliseconds)."""
+
+    version: str = ""
+    """The record field holding its version; "": a hash of the record is its version."""
+
+    version_type: Literal["datetime", "integer"] = "datetime"
+    """The version field's type: a time, or an integer that grows with each change."""
+
+    deleted: str = ""
+    """A record field whose true value marks a tombstone in the listing: a record deleted
+    since; "": the listing reports no deletions."""
+
+    def params(self, since: datetime.datetime) -> dict[str, str]:
+        """The query parameter asking for the records changed at or after ``since`` (written
+        to the second, rounded down)."""
+        at = since.astimezone(datetime.UTC).replace(microsecond=0)
+        if self.format == "unix":
+            text = str(int(at.timestamp()))
+        elif self.format == "unix_ms":
+            text = str(int(at.timestamp()) * 1000)
+        elif self.format == "sql":
+            text = at.strftime("%Y-%m-%d %H:%M:%S.000Z")
+        else:
+            text = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {self.param: self.value.replace("{since}", text)}
+
+
 @dataclasses.dataclass(frozen=True)
 class Kind:
     """One collection of the source.
@@ -125,6 +170,9 @@ class Kind:
     split: Split = Split()
     policy: ResponsePolicy = dataclasses.field(default_factory=ResponsePolicy)
     max_page_size: int = 500
+    changed_since: ChangedSince | None = None
+    """How a delta run lists only what changed; None: a delta lists the kind whole and the
+    ledger skips what is unchanged (a hash of each record is its version)."""
 
 
 class Provider(Protocol):

@@ -237,6 +237,14 @@ class ConflictPolicy(enum.StrEnum):
     REJECT = "Reject"
 
 
+class RunMode(enum.StrEnum):
+    """What a run reads: everything, or what changed since the workspace's last successful
+    run."""
+
+    FULL = "Full"
+    DELTA = "Delta"
+
+
 class MigrationRunSpec(_Model):
     """What to migrate, from where, and how."""
 
@@ -274,6 +282,16 @@ class MigrationRunSpec(_Model):
     ] = None
     """Where the records go in the application's tables; absent: the mapping the provider ships,
     if any (else the provider's own writers, else the landing table)."""
+
+    mode: Annotated[
+        RunMode,
+        Field(
+            json_schema_extra={"x-kubernetes-validations": [_cel("self == oldSelf", _IMMUTABLE)]}
+        ),
+    ] = RunMode.FULL
+    """Full (every record) or Delta (the cutover's catch-up: what changed since the workspace's
+    last successful run, each changed row updated through the ledger, new ones inserted; refused
+    when the workspace has no successful run)."""
 
     options: RunOptions = Field(default_factory=RunOptions)
     """Tuning: stripes, page and window sizes, in-flight limit, fetch threads."""

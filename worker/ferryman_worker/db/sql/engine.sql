@@ -8,6 +8,15 @@ VALUES (%(name)s, %(workspace)s, %(provider)s, %(base_url)s, %(credential)s, %(k
         %(phases)s, %(options)s, %(provider_definition)s, %(mapping)s)
 RETURNING *;
 
+-- name: delta_since
+-- A delta run's starting point per kind: when the workspace's latest successful run that
+-- imported the kind started (NULL: no successful run imported it).
+SELECT k.kind, max(r.started_at) AS since
+  FROM unnest(%(kinds)s::text[]) AS k(kind)
+  LEFT JOIN ferryman_runs r
+    ON r.workspace = %(workspace)s AND r.state = 'succeeded' AND k.kind = ANY (r.kinds)
+ GROUP BY k.kind;
+
 -- name: claim_workspace
 -- The workspace's owner: the namespace that claims it first keeps it.
 WITH claimed AS (

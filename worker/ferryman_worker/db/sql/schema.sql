@@ -333,6 +333,8 @@ CREATE TABLE ferryman_ledger (
     source_id text COLLATE "C" NOT NULL,
     row_id    bigint NOT NULL,
     run_id    bigint NOT NULL,
+    source_version text COLLATE "C",  -- migrations/0050: the row's source version (NULL: unknown)
+    source_deleted_at timestamptz,    -- migrations/0050: when a delta saw the record deleted
     PRIMARY KEY (workspace, kind, source_id)
 );
 
@@ -635,3 +637,17 @@ CREATE TABLE ferryman_oauth_tokens (
     rotations     bigint      NOT NULL DEFAULT 0,
     refreshed_at  timestamptz
 );
+
+-- ---- from migrations/0050_source_versions.sql
+-- Whether a record at version p_new should be applied over the row written at p_old: an
+-- unknown version on either side, or a different one, unless both are times or integers and
+-- p_new is not later (a change older than the imported version is never applied). A hash says
+-- only "different".
+CREATE FUNCTION ferryman_version_newer(p_new text, p_old text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_new IS NULL OR p_old IS NULL OR (
+        p_new <> p_old AND (
+            left(p_new, 2) <> left(p_old, 2) OR left(p_new, 2) = 'h:' OR p_new > p_old
+        )
+    )
+$$;

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers import (
     AuthStyle,
+    ChangedSince,
     Kind,
     OAuth2,
     Option,
@@ -192,6 +193,22 @@ def _split(split: s.SplitSpec | None) -> Split:
     return Split.values(split.values.param, list(split.values.values))
 
 
+def _changed_since(kind: s.KindSpec) -> ChangedSince | None:
+    declared = kind.changed_since
+    if declared is None:
+        return None
+    version = declared.version
+    kind_of = kind.fields[version].type if version else "datetime"
+    return ChangedSince(
+        declared.param,
+        declared.value,
+        declared.format,
+        version,
+        "integer" if kind_of == "integer" else "datetime",
+        declared.deleted,
+    )
+
+
 def fill(template: str, parent: Mapping[str, Any] | None, record: Mapping[str, Any] | None) -> str:
     """``template`` with its ``{parent.F}`` and ``{record.F}`` placeholders filled."""
 
@@ -252,6 +269,7 @@ class DeclaredProvider:
             split=_split(kind.split),
             policy=_policy(kind.responses or self.document.spec.responses),
             max_page_size=kind.pagination.max_page_size,
+            changed_since=_changed_since(kind),
         )
 
     @functools.cached_property

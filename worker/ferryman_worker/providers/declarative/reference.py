@@ -35,6 +35,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("split.values", s.ValuesSplit),
     ("kinds.K.body", s.BodySpec),
     ("kinds.K.fields.F", s.FieldSpec),
+    ("kinds.K.changedSince", s.ChangedSinceSpec),
 ]
 
 SCHEMA_PATH = "schemas/migrationprovider.schema.json"

@@ -16,6 +16,9 @@ Template = Annotated[str, Field(min_length=1, max_length=2048)]
 """A path or value with ``{parent.FIELD}`` (a tree kind's parent) or ``{record.FIELD}`` (a tree
 child, for its body) in it."""
 
+VERSIONS = ("datetime", "integer")
+"""Types a version field may have."""
+
 PLACEHOLDER = re.compile(r"\{(parent|record)\.([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -348,6 +351,32 @@ class BodySpec(_Spec):
     """The record field that receives it."""
 
 
+class ChangedSinceSpec(_Spec):
+    """How a delta run asks this kind's listing for the records changed since the workspace's
+    last successful run, and which field holds a record's version."""
+
+    param: Annotated[str, Field(min_length=1, max_length=255)]
+    """Query parameter carrying the filter, e.g. updated_since, or filter (PocketBase)."""
+
+    value: Annotated[str, Field(min_length=7, max_length=2048, pattern=r"\{since\}")] = "{since}"
+    """The parameter's value with {since} for the time, e.g. "updated >= '{since}'"."""
+
+    format: Literal["iso8601", "sql", "unix", "unix_ms"] = "iso8601"
+    """How {since} is written: iso8601 (2026-01-31T09:30:00Z), sql (2026-01-31
+    09:30:00.000Z), unix (seconds) or unix_ms (milliseconds); to the second, rounded down."""
+
+    version: str = ""
+    """The record field holding its version (a datetime or integer field that grows with each
+    change, e.g. updated_at): a record older than the imported one is never applied. "": a
+    hash of the record is its version (any difference is applied)."""
+
+    deleted: str = ""
+    """A record field whose true value marks a deleted record in the changed-since listing (a
+    tombstone, e.g. deleted or archived): a delta records the deletion in the ledger
+    (ferryman_ledger.source_deleted_at) and leaves the row as it is. "": the listing reports
+    no deletions."""
+
+
 FieldType = Literal["string", "integer", "number", "boolean", "datetime", "date", "object"]
 
 
@@ -407,6 +436,10 @@ class KindSpec(_Spec):
     fields: Annotated[dict[str, FieldSpec], Field(min_length=1)]
     """The record's fields: what a well-formed record is."""
 
+    changed_since: ChangedSinceSpec | None = None
+    """How a delta run lists only the records changed since a time (absent: a delta lists the
+    kind whole, and the ledger skips the records whose hash is unchanged)."""
+
     writer: str = ""
     """An SQL function writing a window of this kind (a provider shipping its own tables);
     without one, the run's mapping says where the kind goes, else its records land in the
@@ -422,6 +455,13 @@ class KindSpec(_Spec):
             raise ValueError("`body` is for tree kinds: their children's bodies")
         if self.id not in self.fields:
             raise ValueError(f"the id field {self.id!r} is not among `fields`: declare it")
+        version = self.changed_since.version if self.changed_since else ""
+        if version and (version not in self.fields or self.fields[version].type not in VERSIONS):
+            raise ValueError(
+                f"changedSince.version: {version!r} must be a declared field of type datetime"
+                " or integer (the record's updated-at or revision); declare it, or leave"
+                " version out (a hash of the record is then its version)"
+            )
         return self
 
 

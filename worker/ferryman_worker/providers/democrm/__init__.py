@@ -11,7 +11,14 @@ import pathlib
 from collections.abc import Mapping
 from typing import Any
 
-from ferryman_worker.providers import AuthStyle, Kind, Reply, Request, declarative
+from ferryman_worker.providers import (
+    AuthStyle,
+    ChangedSince,
+    Kind,
+    Reply,
+    Request,
+    declarative,
+)
 from ferryman_worker.providers.democrm import models
 from ferryman_worker.providers.pagination import Offset, Stops
 
@@ -21,6 +28,9 @@ MAX_PAGE = 500
 
 LISTING = Offset(offset="start", size="limit")
 """Top-level listings: by start offset, striped; a short page is the last."""
+CHANGED = ChangedSince("updated_since", version="updated_at", deleted="deleted")
+"""A delta lists what changed since a time; each record's updated_at is its version; a deleted
+record is a tombstone marked deleted."""
 CHILDREN = Offset(Stops(more="pagination.more"), offset="start", size="limit")
 """A deal's messages: page after page while ``pagination.more`` says so."""
 
@@ -36,9 +46,11 @@ class DemoCRM:
         ("messages",),
     )
     kinds = {
-        "organizations": Kind("organizations", models.Organization, pagination=LISTING),
-        "people": Kind("people", models.Person, pagination=LISTING),
-        "deals": Kind("deals", models.Deal, pagination=LISTING),
+        "organizations": Kind(
+            "organizations", models.Organization, pagination=LISTING, changed_since=CHANGED
+        ),
+        "people": Kind("people", models.Person, pagination=LISTING, changed_since=CHANGED),
+        "deals": Kind("deals", models.Deal, pagination=LISTING, changed_since=CHANGED),
         "messages": Kind(
             "messages", models.Message, walk="tree", parent="deals", pagination=CHILDREN
         ),

@@ -21,6 +21,7 @@ class Organization(Record):
     name: Str255
     domain: Str255 | None = None
     created_at: datetime.datetime | None = None
+    updated_at: datetime.datetime | None = None
 
 
 class Person(Record):
@@ -28,6 +29,7 @@ class Person(Record):
     name: Str255
     email: Str255 | None = None
     phone: Annotated[str, StringConstraints(max_length=64)] | None = None
+    updated_at: datetime.datetime | None = None
 
 
 class Deal(Record):
@@ -38,6 +40,7 @@ class Deal(Record):
     currency: Annotated[str, StringConstraints(max_length=3)] | None = None
     stage: Annotated[str, StringConstraints(max_length=64)] | None = None
     status: Annotated[str, StringConstraints(max_length=32)] | None = None
+    updated_at: datetime.datetime | None = None
 
 
 class Message(Record):
