@@ -15,11 +15,13 @@ from typing import Any
 
 from ferryman_operator.credentials import Credentials
 from ferryman_operator.database import Database
+from ferryman_operator.definitions import Definitions
 from ferryman_operator.errors import DatabaseUnavailable
 from ferryman_operator.kube import Kube
 from ferryman_operator.metrics import OperatorMetrics
-from ferryman_operator.reconcile import admission, conditions, lifecycle, status
+from ferryman_operator.reconcile import admission, conditions, definitions, lifecycle, status
 from ferryman_operator.reconcile.admission import Candidate
+from ferryman_operator.reconcile.definitions import Resolved
 from ferryman_operator.reconcile.events import Event, between
 from ferryman_operator.reconcile.status import Observation, Refusal
 from ferryman_operator.resources import events
@@ -63,6 +65,7 @@ class Runs:
     ) -> None:
         self._db, self._kube, self._workers = db, kube, workers
         self._credentials = credentials
+        self._definitions = Definitions(kube)
         self._metrics = metrics
         self._acting = acting  # the Lease is held: admit, write status and Events
         self._locks: dict[str, asyncio.Lock] = {}
@@ -143,9 +146,12 @@ class Runs:
         ahead = admission.ahead_of(me, others)
         width = self._workers.lane_width(run.metadata.namespace)
         sealed = await self._seal(run, old, annotation)
+        resolved = await self._definitions.resolve(run) if _may_admit(old, annotation) else None
         try:
             return await self._db.run(
-                lambda conn: _look(conn, run, old, annotation, ahead, width, workers, now, sealed)
+                lambda conn: _look(
+                    conn, run, old, annotation, ahead, width, workers, now, sealed, resolved
+                )
             )
         except DatabaseUnavailable as exc:
             already = conditions.reason_of(old.get("conditions") or [], conditions.PROGRESSING)
@@ -158,10 +164,7 @@ class Runs:
     ) -> contract.Sealed | Refusal | None:
         """The run's credential, sealed from its Secret, when this visit may admit or retry it
         (else None: an admitted run keeps the credential it was admitted with)."""
-        may_admit = old.get("state") in admission.WAITING_STATES
-        if self._credentials is None or not (
-            may_admit or lifecycle.retry_requested(annotation, old.get("lastRetry"))
-        ):
+        if self._credentials is None or not _may_admit(old, annotation):
             return None
         return await self._credentials.seal(run)
 
@@ -242,6 +245,13 @@ def _ttl_left(body: Mapping[str, Any], now: datetime.datetime) -> float | None:
     return lifecycle.ttl_left(int(ttl), at, now)
 
 
+def _may_admit(old: Mapping[str, Any], annotation: str | None) -> bool:
+    """Whether this visit may admit the run (or retry it): it waits, or a retry is asked for."""
+    return old.get("state") in admission.WAITING_STATES or lifecycle.retry_requested(
+        annotation, old.get("lastRetry")
+    )
+
+
 def _utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
@@ -256,10 +266,11 @@ def _look(
     workers: conditions.Wanted,
     now: datetime.datetime,
     sealed: contract.Sealed | Refusal | None = None,
+    resolved: Resolved | Refusal | None = None,
 ) -> Look:
     """Everything one visit does in the database (on a thread). ``sealed``: the run's
-    credential as its Secret is now (or why it cannot be used), when it may be admitted or
-    retried."""
+    credential as its Secret is now (or why it cannot be used), ``resolved``: its provider and
+    mapping as their resources are now (or why not), when it may be admitted or retried."""
     key = contract.run_key(run)
     found = contract.progress(conn, key)
     retry = lifecycle.retry_requested(annotation, old.get("lastRetry"))
@@ -269,7 +280,7 @@ def _look(
         if refusal is not None and not retry:
             look.seen = Observation(workers, refused=refusal)
             return look
-        outcome = _admit(conn, run, ahead, width, workers, sealed)
+        outcome = _admit(conn, run, ahead, width, workers, sealed, resolved)
         if outcome is not None:
             look.seen = outcome
             return look
@@ -321,10 +332,15 @@ def _admit(
     width: int,
     workers: conditions.Wanted,
     sealed: contract.Sealed | Refusal | None = None,
+    resolved: Resolved | Refusal | None = None,
 ) -> Observation | None:
-    """Admit the run, or say why it waits or is refused (None: admitted)."""
+    """Admit the run, or say why it waits or is refused (None: admitted). ``resolved``: the
+    provider definition and mapping to snapshot into it."""
     if isinstance(sealed, Refusal):
         return Observation(workers, refused=sealed)
+    if isinstance(resolved, Refusal):
+        return Observation(workers, refused=resolved)
+    found = resolved or Resolved()
     workspace = run.spec.workspace
     reject = run.spec.conflict_policy is ConflictPolicy.REJECT
     if ahead is not None:
@@ -335,7 +351,14 @@ def _admit(
             )
         return Observation(workers, waiting=admission.behind_message(workspace, ahead.key))
     try:
-        contract.admit(conn, run, width, sealed=sealed)
+        contract.admit(
+            conn,
+            run,
+            width,
+            mapping=found.mapping,
+            sealed=sealed,
+            provider_definition=found.provider,
+        )
     except contract.WorkspaceOwned as exc:
         return Observation(workers, refused=Refusal("WorkspaceOwned", str(exc)))
     except contract.AdmissionRefused as exc:
@@ -345,6 +368,9 @@ def _admit(
                 refused=Refusal("WorkspaceBusy", admission.reject_message(workspace, exc.live_run)),
             )
         return Observation(workers, waiting=admission.busy_message(workspace, exc.live_run))
+    except contract.MappingInvalid as exc:
+        refusal = definitions.refused_by_catalog(run.spec.mapping, run.metadata.namespace, exc)
+        return Observation(workers, refused=refusal)
     except contract.ConfigurationError as exc:
         return Observation(workers, refused=Refusal("AdmissionFailed", str(exc)))
     return None
