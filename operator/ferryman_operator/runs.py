@@ -17,11 +17,21 @@ from typing import Any
 
 from ferryman_operator.credentials import Credentials
 from ferryman_operator.database import Database
+from ferryman_operator.definitions import Definitions
 from ferryman_operator.errors import DatabaseUnavailable
 from ferryman_operator.kube import Kube, NotLeading
 from ferryman_operator.metrics import OperatorMetrics
-from ferryman_operator.reconcile import admission, allowlist, conditions, lifecycle, refresh, status
+from ferryman_operator.reconcile import (
+    admission,
+    allowlist,
+    conditions,
+    definitions,
+    lifecycle,
+    refresh,
+    status,
+)
 from ferryman_operator.reconcile.admission import Candidate
+from ferryman_operator.reconcile.definitions import Resolved
 from ferryman_operator.reconcile.events import Event, between
 from ferryman_operator.reconcile.status import Observation, Refusal
 from ferryman_operator.resources import events
@@ -96,6 +106,7 @@ class Runs:
         self._db, self._kube, self._workers = db, kube, workers
         self._credentials = credentials
         self._allowed = tuple(allowed)  # the installation's allowedSourceURLs (empty: any)
+        self._definitions = Definitions(kube)
         self._metrics = metrics
         self._acting = acting  # the Lease is held: admit, write status and Events
         self._locks: dict[str, asyncio.Lock] = {}
@@ -257,9 +268,12 @@ class Runs:
                 return Look(known)
         width = self._workers.lane_width(run.metadata.namespace)
         sealed = await self._seal(run, old, annotation)
+        resolved = await self._definitions.resolve(run) if _may_admit(old, annotation) else None
         try:
             return await self._db.run(
-                lambda conn: _look(conn, run, old, annotation, ahead, width, workers, now, sealed)
+                lambda conn: _look(
+                    conn, run, old, annotation, ahead, width, workers, now, sealed, resolved
+                )
             )
         except DatabaseUnavailable as exc:
             return self._unavailable(me, old, workers, str(exc))
@@ -278,8 +292,7 @@ class Runs:
         """The run's credential, sealed from its Secret, when this visit may admit or retry it
         (else None: an admitted run keeps the credential it was admitted with); a Refusal when
         its baseURL is not allowed or its credential cannot be used."""
-        may_admit = old.get("state") in admission.WAITING_STATES
-        if not (may_admit or lifecycle.retry_requested(annotation, old.get("lastRetry"))):
+        if not _may_admit(old, annotation):
             return None
         refused = allowlist.refusal(run.spec.source.base_url, self._allowed)
         if refused is not None or self._credentials is None:
@@ -385,6 +398,13 @@ def _ttl_left(body: Mapping[str, Any], now: datetime.datetime) -> float | None:
     return lifecycle.ttl_left(int(ttl), at, now)
 
 
+def _may_admit(old: Mapping[str, Any], annotation: str | None) -> bool:
+    """Whether this visit may admit the run (or retry it): it waits, or a retry is asked for."""
+    return old.get("state") in admission.WAITING_STATES or lifecycle.retry_requested(
+        annotation, old.get("lastRetry")
+    )
+
+
 def _utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
@@ -399,10 +419,11 @@ def _look(
     workers: conditions.Wanted,
     now: datetime.datetime,
     sealed: contract.Sealed | Refusal | None = None,
+    resolved: Resolved | Refusal | None = None,
 ) -> Look:
     """Everything one visit does in the database (on a thread). ``sealed``: the run's
-    credential as its Secret is now (or why it cannot be used), when it may be admitted or
-    retried."""
+    credential as its Secret is now (or why it cannot be used), ``resolved``: its provider and
+    mapping as their resources are now (or why not), when it may be admitted or retried."""
     key = contract.run_key(run)
     found = contract.progress(conn, key)
     retry = lifecycle.retry_requested(annotation, old.get("lastRetry"))
@@ -412,7 +433,7 @@ def _look(
         if refusal is not None and not retry:
             look.seen = Observation(workers, refused=refusal)
             return look
-        outcome = _admit(conn, run, ahead, width, workers, sealed)
+        outcome = _admit(conn, run, ahead, width, workers, sealed, resolved)
         if outcome is not None:
             look.seen = outcome
             return look
@@ -464,19 +485,34 @@ def _admit(
     width: int,
     workers: conditions.Wanted,
     sealed: contract.Sealed | Refusal | None = None,
+    resolved: Resolved | Refusal | None = None,
 ) -> Observation | None:
-    """Admit the run, or say why it waits or is refused (None: admitted)."""
+    """Admit the run, or say why it waits or is refused (None: admitted). ``resolved``: the
+    provider definition and mapping to snapshot into it."""
     if isinstance(sealed, Refusal):
         return Observation(workers, refused=sealed)
+    if isinstance(resolved, Refusal):
+        return Observation(workers, refused=resolved)
+    found = resolved or Resolved()
     behind = refresh.behind(run, ahead, workers)
     if behind is not None:
         return behind
     try:
-        contract.admit(conn, run, width, sealed=sealed)
+        contract.admit(
+            conn,
+            run,
+            width,
+            mapping=found.mapping,
+            sealed=sealed,
+            provider_definition=found.provider,
+        )
     except contract.WorkspaceOwned as exc:
         return Observation(workers, refused=Refusal("WorkspaceOwned", str(exc)))
     except contract.AdmissionRefused as exc:
         return refresh.occupied(run, exc.live_run, workers)
+    except contract.MappingInvalid as exc:
+        refusal = definitions.refused_by_catalog(run.spec.mapping, run.metadata.namespace, exc)
+        return Observation(workers, refused=refusal)
     except contract.ConfigurationError as exc:
         return Observation(workers, refused=Refusal("AdmissionFailed", str(exc)))
     return None
