@@ -27,7 +27,7 @@ Prints a table, then as its LAST line one JSON object with:
   rates).
 
     .venv/bin/python -P hack/bench/migrate.py [--quick] [--rounds N] [--cpus 0] [--processes 2]
-        [--peers-only] [--writers-only]
+        [--peers-only [--latency 0]] [--writers-only]
 
 ``--cpus`` pins the benchmark, the demo API and the embedded PostgreSQL it starts to those CPUs
 (Linux), to compare the engine and the baseline on fewer cores. ``--processes`` runs the
@@ -419,6 +419,13 @@ def main() -> None:
         action="store_true",
         help="only the comparison with dlt (and windows of 25), at 0 and 20 ms listing latency",
     )
+    parser.add_argument(
+        "--latency",
+        type=int,
+        action="append",
+        choices=(0, 20),
+        help="with --peers-only: only this listing latency in ms (repeatable; default 0 and 20)",
+    )
     args = parser.parse_args()
     if args.cpus:
         os.sched_setaffinity(0, args.cpus)
@@ -432,7 +439,8 @@ def main() -> None:
             return
         results = {} if args.peers_only else measure(dbs, scale, rounds, args.processes)
         results["peers"] = {
-            latency: peers(dbs, 200_000 // scale, rounds, latency) for latency in (0, 20)
+            latency: peers(dbs, 200_000 // scale, rounds, latency)
+            for latency in args.latency or (0, 20)
         }
     results["load"] = (load_before, os.getloadavg())
     report(results)
