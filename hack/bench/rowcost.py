@@ -7,7 +7,8 @@ Prints one line per step (seconds, calls, microseconds a call and a row), then a
 one JSON object ``{step: microseconds per row}`` with ``worker_us_per_row`` (the lane thread's
 whole job loop) and ``rows``. The steps nest: ``window`` holds ``validate``, ``statement`` (which
 holds ``serialise``) and, for a task's last window, ``finish``; ``page`` holds ``window`` and
-``fetch``. One lane thread by default, so no step waits on the GIL of another.
+``fetch``. One lane thread by default, so no step waits on the GIL of another; the heap settled as a
+``ferryman worker`` process settles it.
 
     .venv/bin/python -P hack/bench/rowcost.py [--organizations 100000] [--lanes migrations:1]
 """
@@ -72,6 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     for owner, name, step in STEPS:
         timed(owner, name, step)
+    worker.settle_heap()  # as a `ferryman worker` process does before it claims
     rows = args.organizations
     with (
         databases.server(None) as admin_url,
