@@ -311,8 +311,8 @@ class Runs:
         width = self._workers.lane_width(run.metadata.namespace)
         readmit = readmit and refresh.previous_refusal(old) is not None
         may = readmit or _may_admit(old, annotation)
-        sealed = await self._seal(run, may)
         resolved = await self._definitions.resolve(run) if may else None
+        sealed = await self._seal(run, may, resolved)
         try:
             return await self._db.run(
                 lambda conn: _look(
@@ -341,17 +341,25 @@ class Runs:
         return Look(Observation(workers, database_error=error))
 
     async def _seal(
-        self, run: contract.MigrationRun, may: bool
+        self, run: contract.MigrationRun, may: bool, resolved: Resolved | Refusal | None
     ) -> contract.Sealed | Refusal | None:
         """The run's credential, sealed from its Secret, when this visit ``may`` admit or retry
         it (else None: an admitted run keeps the credential it was admitted with); a Refusal when
-        its baseURL is not allowed or its credential cannot be used."""
+        its baseURL or its provider's token URL (from ``resolved``, the provider it would be
+        admitted with) is not allowed, or its credential cannot be used."""
         if not may:
             return None
-        refused = allowlist.refusal(run.spec.source.base_url, self._allowed)
+        local = contract.local_binding_refused(run)
+        if local is not None:
+            return Refusal("InvalidSpec", local)
+        token_url = None
+        if isinstance(resolved, Resolved):
+            token_url = contract.token_url(run, resolved.provider)
+        source = run.spec.source
+        refused = allowlist.refusal(source.base_url, self._allowed, token_url, source.provider)
         if refused is not None or self._credentials is None:
             return refused
-        return await self._credentials.seal(run)
+        return await self._credentials.seal(run, token_url)
 
     async def _expire(
         self, body: Mapping[str, Any], new: Mapping[str, Any], now: datetime.datetime
