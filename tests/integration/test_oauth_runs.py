@@ -91,6 +91,13 @@ def _rows(db_url: str) -> int:
         return 0
 
 
+def _every_row_written(db_url: str, truth: dict[str, Any]) -> None:
+    with connect.connect(db_url) as conn:
+        counts = conn.execute("SELECT kind, count(*) AS n FROM ferryman_ledger GROUP BY kind")
+        written = {row["kind"]: row["n"] for row in counts}
+    assert written == {kind: truth[kind]["count"] - len(truth[kind]["malformed"]) for kind in KINDS}
+
+
 def test_a_run_rotates_its_refresh_token_mid_run_and_writes_every_row(
     tmp_path: pathlib.Path, db_url: str
 ) -> None:
@@ -102,11 +109,9 @@ def test_a_run_rotates_its_refresh_token_mid_run_and_writes_every_row(
         stats, truth = _oauth(crm), crm.truth()
     assert proc.returncode == 0, err
     assert "Succeeded" in out
+    _every_row_written(db_url, truth)
     with connect.connect(db_url) as conn:
-        counts = conn.execute("SELECT kind, count(*) AS n FROM ferryman_ledger GROUP BY kind")
-        written = {row["kind"]: row["n"] for row in counts}
         token = conn.execute("SELECT * FROM ferryman_oauth_tokens").fetchone()
-    assert written == {kind: truth[kind]["count"] - len(truth[kind]["malformed"]) for kind in KINDS}
     # one refresh at the start, one after the expiry; the rotated token used after it
     assert stats["refresh_token"] == 2 and stats["reused"] == 0 and stats["refused"] == 0, stats
     assert set(stats["calls"]) == {"1", "2"}, stats
@@ -126,10 +131,7 @@ def test_a_run_that_binds_its_credential_to_the_login_host_gets_its_tokens_there
         stats, truth = _oauth(crm), crm.truth()
     assert proc.returncode == 0, err
     assert "Succeeded" in out
-    with connect.connect(db_url) as conn:
-        counts = conn.execute("SELECT kind, count(*) AS n FROM ferryman_ledger GROUP BY kind")
-        written = {row["kind"]: row["n"] for row in counts}
-    assert written == {kind: truth[kind]["count"] - len(truth[kind]["malformed"]) for kind in KINDS}
+    _every_row_written(db_url, truth)
     assert stats["refresh_token"] == 1 and stats["refused"] == 0, stats  # at localhost
     assert FIRST not in out + err and CLIENT["client_secret"] not in out + err
 
