@@ -21,7 +21,7 @@ from listener import Listener, listening
 from migration import check_against_truth
 from scrape import scrape
 from tests.democrm.server_fixture import DemoCRM
-from tests.k8s.operator_bench import Bench, free_port, run_manifest
+from tests.k8s.operator_bench import Bench, eventually, free_port, run_manifest
 
 from ferryman_worker import contract
 from ferryman_worker.providers.democrm import PROVIDER_FILE
@@ -207,7 +207,7 @@ def _oauth_run(name: str, url: str, provider: str, workspace: str, **ref: str) -
     source = {
         "provider": provider,
         "baseURL": url,
-        "credentialsSecretRef": {"name": "crm-oauth", **ref},
+        "credentialsSecretRef": {"name": "crm-oauth", "key": "client_id", **ref},
     }
     return run_manifest(name, url, workspace=workspace, kinds=KINDS, source=source)
 
@@ -246,6 +246,8 @@ def test_a_token_url_is_held_to_the_secrets_binding_and_the_allow_list_like_the_
 
         _oauth_secret(world, f"127.0.0.1,localhost:{port}")
         world.cp.kubectl("annotate", "mrun", "login", "-n", world.namespace, "ferryman.dev/retry=1")
+        taken = lambda: world.status("login").get("lastRetry") == "1"  # noqa: E731
+        eventually(taken, 30, "the retry to be taken")
         world.wait_state("login", "Succeeded", timeout=120)
         after, truth = dict(httpx.get(f"{crm.url}/_oauth").json()), crm.truth()
 
