@@ -229,7 +229,9 @@ def ferryman_load(target: Target, db_url: str, pg_pid: int) -> Load | None:
         env.update(FERRYMAN_DATABASE_URL=db_url, FERRYMAN_LANES=FERRYMAN_LANES)
         env[credential_env_var(secret, "token")] = target.token or "unused"
         argv = [sys.executable, "-P", "-m", "ferryman_worker.cli", "--log-level", "WARNING"]
-        argv += ["run", str(run), "--provider-file", str(example / "provider.yaml")]
+        provider = pathlib.Path(folder) / "provider.yaml"
+        provider.write_text(yaml.safe_dump(provider_document(target, example / "provider.yaml")))
+        argv += ["run", str(run), "--provider-file", str(provider)]
         _, cpu = loader_process(target, pg_pid, argv, "ferryman run", env)
     with connect.connect(db_url) as conn:
         row = conn.execute(
@@ -253,10 +255,31 @@ def run_document(target: Target, example: pathlib.Path) -> dict[str, Any]:
     return document
 
 
+def provider_document(target: Target, example: pathlib.Path) -> dict[str, Any]:
+    """The example's provider, walked as dlt's rest_api walks the server (unless
+    ``--example-provider``): its collections side by side in one phase (rows land as jsonb: no
+    kind refers to another's rows, and dlt has no phases), and on PocketBase every collection by
+    page number, as dlt pages them (the example reads notes by keyset: one chain of pages)."""
+    document: dict[str, Any] = yaml.safe_load(example.read_text())
+    if EXAMPLE_PROVIDER_AS_IS:
+        return document
+    kinds = document["spec"]["kinds"]
+    document["spec"]["phases"] = [list(kinds)]
+    if target.server == "pocketbase":
+        paged = kinds["organizations"]["pagination"]
+        for name in target.collections:
+            kinds[name]["pagination"] = paged
+            kinds[name]["request"]["query"] = {"sort": "id"}
+    return document
+
+
 def run_secret(run: pathlib.Path) -> str:
     return str(yaml.safe_load(run.read_text())["spec"]["source"]["credentialsSecretRef"]["name"])
 
 
+EXAMPLE_PROVIDER_AS_IS = False
+"""``--example-provider``: ferryman walks the servers with examples/sources' providers as
+they are."""
 BUDGET_COLLECTIONS = ("notes",)
 """The budget run reads one collection: PocketBase's limiter keeps a window per collection, so
 over several a loader reading them side by side (dlt does, round-robin) gets several budgets."""
@@ -371,7 +394,14 @@ def main() -> None:
     parser.add_argument(
         "--servers", type=lambda text: tuple(text.split(",")), default=SERVERS, help="a,b"
     )
+    parser.add_argument(
+        "--example-provider",
+        action="store_true",
+        help="ferryman uses examples/sources' providers as they are (phases, notes by keyset)",
+    )
     args = parser.parse_args()
+    global EXAMPLE_PROVIDER_AS_IS
+    EXAMPLE_PROVIDER_AS_IS = args.example_provider
     results: dict[str, Any] = {"load_avg_before": os.getloadavg()}
     with (
         databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url,
