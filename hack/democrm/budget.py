@@ -9,6 +9,7 @@ Every answer tells the caller what is left, as real APIs do, in both common dial
 ``RateLimit-Policy`` (``rate_headers``). Reset is the seconds until the bucket is full again.
 """
 
+import email.utils
 import math
 import threading
 import time
@@ -78,6 +79,15 @@ def retry_after(wait: float) -> int:
     if not math.isfinite(wait):
         return MAX_RETRY_AFTER
     return max(1, min(MAX_RETRY_AFTER, math.ceil(wait)))
+
+
+def retry_after_header(seconds: int, form: str, now: float | None = None) -> str:
+    """Retry-After's value: ``seconds`` as a number, or (form ``date``) as the HTTP date that
+    many seconds from now, rounded up to a whole second so it is never sooner."""
+    if form != "date":
+        return str(seconds)
+    moment = math.ceil(time.time() if now is None else now) + seconds
+    return email.utils.formatdate(moment, usegmt=True)
 
 
 def rate_headers(budgets: Budgets, key: str) -> tuple[tuple[str, str], ...]:

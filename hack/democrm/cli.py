@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from democrm import data, oauth, server, truth, wire
 from democrm.app import App
-from democrm.settings import RUNTIME_RANGES, Dataset, Runtime, SettingsError
+from democrm.settings import RUNTIME_CHOICES, RUNTIME_RANGES, Dataset, Runtime, SettingsError
 from democrm.state import State
 
 COMMANDS = ("serve", "truth")
@@ -37,6 +37,7 @@ RUNTIME_HELP = {
     "budget_refill_per_s": "tokens added back per second per key",
     "listing_cost": "tokens a listing call costs",
     "body_cost": "tokens a message body call costs",
+    "retry_after": "a 429's Retry-After: seconds, or an HTTP date",
 }
 
 
@@ -135,12 +136,18 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         help_text = f"{RUNTIME_HELP[name]} (default {default})"
         flag = "--" + name.replace("_", "-")
         group.add_argument(flag, type=bounded(kind, low, high), default=default, help=help_text)
+    for name, choices in RUNTIME_CHOICES.items():
+        default = getattr(defaults, name)
+        help_text = f"{RUNTIME_HELP[name]} (default {default})"
+        flag = "--" + name.replace("_", "-")
+        group.add_argument(flag, choices=choices, default=default, help=help_text)
 
 
 def run_serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     dataset = make_dataset(args, parser)
     try:
-        runtime = Runtime(**{name: getattr(args, name) for name in RUNTIME_RANGES})
+        names = [*RUNTIME_RANGES, *RUNTIME_CHOICES]
+        runtime = Runtime(**{name: getattr(args, name) for name in names})
     except SettingsError as exc:
         parser.error(str(exc))
     level = logging.INFO if args.verbose else logging.WARNING

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
-from democrm import changes, data, oauth, truth
+from democrm import changes, data, drift, oauth, truth
 from democrm.settings import SettingsError
 from democrm.state import State
 from democrm.wire import ApiError, Request, Response, json_response
@@ -25,7 +25,9 @@ def healthz(state: State, request: Request) -> Response:
 def get_truth(state: State, request: Request) -> Response:
     """``?ids=0`` leaves out the id lists (counts and malformed records only)."""
     flag = parse_qs(request.query).get("ids", ["1"])[-1].lower()
-    return json_response(truth.ground_truth(state.source, with_ids=flag not in ("0", "false")))
+    deleted = {kind: state.drift.deleted(kind) for kind in drift.KINDS}
+    found = truth.ground_truth(state.source, with_ids=flag not in ("0", "false"), deleted=deleted)
+    return json_response(found)
 
 
 def get_config(state: State, request: Request) -> Response:
@@ -60,6 +62,19 @@ def post_changes(state: State, request: Request) -> Response:
         return json_response(state.changes.apply(json_object(request.body), counts))
     except changes.ChangeError as exc:
         raise ApiError(400, "bad_changes", str(exc)) from exc
+
+
+def get_drift(state: State, request: Request) -> Response:
+    return json_response(state.drift.view())
+
+
+def post_drift(state: State, request: Request) -> Response:
+    counts = {kind: state.source.count(kind) for kind in drift.KINDS}
+    try:
+        state.drift.add(drift.Change.parse(json_object(request.body), counts))
+    except drift.ChangeError as exc:
+        raise ApiError(400, "bad_drift", str(exc)) from exc
+    return get_drift(state, request)
 
 
 def get_oauth(state: State, request: Request) -> Response:
@@ -106,6 +121,8 @@ ROUTES: dict[tuple[str, str], Callable[[State, Request], Response]] = {
     ("DELETE", "/_stats"): delete_stats,
     ("GET", "/_changes"): get_changes,
     ("POST", "/_changes"): post_changes,
+    ("GET", "/_drift"): get_drift,
+    ("POST", "/_drift"): post_drift,
     ("GET", "/_oauth"): get_oauth,
     ("POST", "/_oauth/expire"): expire_oauth,
 }

@@ -59,8 +59,16 @@ class Runtime:
     """Tokens added to each bucket per second, up to the capacity."""
     listing_cost: int = 20
     body_cost: int = 1
+    retry_after: str = "seconds"
+    """How a 429 says when to come back: ``seconds`` (``Retry-After: 3``) or ``date`` (an HTTP
+    date, ``Retry-After: Sat, 05 Dec 2026 01:00:03 GMT``)."""
 
     def __post_init__(self) -> None:
+        for name, choices in RUNTIME_CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise SettingsError(
+                    f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}"
+                )
         for name, (low, high) in RUNTIME_RANGES.items():
             value = getattr(self, name)
             if name.endswith("_cost"):
@@ -72,7 +80,7 @@ class Runtime:
 
     def updated(self, changes: Mapping[str, Any]) -> "Runtime":
         """A copy with ``changes`` applied; unknown names and bad values raise SettingsError."""
-        unknown = sorted(set(changes) - set(RUNTIME_RANGES))
+        unknown = sorted(set(changes) - set(RUNTIME_RANGES) - set(RUNTIME_CHOICES))
         if unknown:
             raise SettingsError(f"unknown setting(s): {', '.join(unknown)}")
         return dataclasses.replace(self, **changes)
@@ -95,7 +103,10 @@ RUNTIME_RANGES: dict[str, tuple[float, float]] = {
     "listing_cost": (0, 1_000_000),
     "body_cost": (0, 1_000_000),
 }
-"""Inclusive bounds of every runtime setting, shared by the CLI and ``POST /_config``."""
+"""Inclusive bounds of every numeric runtime setting, shared by the CLI and ``POST /_config``."""
+
+RUNTIME_CHOICES: dict[str, tuple[str, ...]] = {"retry_after": ("seconds", "date")}
+"""The values of every runtime setting that is a word."""
 
 
 def check_int(name: str, value: object, low: int, high: int) -> None:

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from democrm import budget, changes, data, faults, oauth, stats
+from democrm import budget, changes, data, drift, faults, oauth, stats
 from democrm.settings import Runtime
 
 BUDGET_SETTINGS = frozenset({"budget_capacity", "budget_refill_per_s"})
@@ -33,6 +33,8 @@ class State:
         self.stats = stats.Stats()
         self.changes = changes.Changes()
         """Edits, additions and deletions since the server started (off until asked for)."""
+        self.drift = drift.Drift()
+        """Records deleted and created mid-walk, and cursors expired (``POST /_drift``)."""
         self._lock = threading.Lock()
 
     def reconfigure(self, changes: Mapping[str, Any]) -> Runtime:

@@ -6,18 +6,28 @@ printed by ``python hack/democrm truth``; both produce the same JSON.
 """
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from democrm import data
 
 
-def ground_truth(source: data.Source, *, with_ids: bool = True) -> dict[str, Any]:
+def ground_truth(
+    source: data.Source,
+    *,
+    with_ids: bool = True,
+    deleted: Mapping[str, Collection[int]] | None = None,
+) -> dict[str, Any]:
     """``{"dataset": {...}, "<kind>": {"count", "ids", "malformed"}}`` for the four kinds; deals
-    also have ``gone``, the ids of deals deleted after their listing (``gone_deal_rate``)."""
+    also have ``gone``, the ids of deals deleted after their listing (``gone_deal_rate``).
+    ``deleted``: record indices per kind deleted while serving (``POST /_drift``)."""
     truth: dict[str, Any] = {"dataset": dataclasses.asdict(source.dataset)}
     for kind in data.LISTED:
-        truth[kind] = kind_truth(source, kind, range(source.count(kind)), with_ids)
+        indices: Iterable[int] = range(source.count(kind))
+        removed = set((deleted or {}).get(kind, ()))
+        if removed:
+            indices = (i for i in indices if i not in removed)
+        truth[kind] = kind_truth(source, kind, indices, with_ids)
     truth["messages"] = kind_truth(source, "messages", source.message_indices(), with_ids)
     gone = [i + 1 for i in range(source.count("deals")) if source.deal_gone(i)]
     truth["deals"]["gone"] = gone  # listed, then deleted: their messages are not in the truth

@@ -3,7 +3,8 @@
 A request is checked in this order, and the first failure answers it: route (404), method (405),
 bearer token (401), parameters and existence (400, 404), budget (429, nothing charged), then the
 injected stall and error (the call is already paid), then the latency sleep, then the data,
-with what is left of the key's budget in rate-limit headers.
+with what is left of the key's budget in rate-limit headers. How a listing is paged is
+``paging``'s.
 """
 
 import time
@@ -12,14 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from democrm import budget, changes
+from democrm import budget, changes, paging
 from democrm.state import State
-from democrm.wire import ApiError, Request, Response, json_response
-
-MAX_LIMIT = 500
-DEFAULT_LIMIT = 100
-DEFAULT_START = 0
-MAX_START = 10**12
+from democrm.wire import ApiError, Headers, Request, Response, json_response
 
 
 @dataclass(frozen=True)
@@ -28,7 +24,10 @@ class Call:
 
     listing: bool
     """Priced and delayed as a listing; otherwise as a message body."""
-    produce: Callable[[], Any]
+    produce: Callable[[], tuple[Any, Headers]]
+    """The payload and the headers of the answer (besides the rate-limit ones)."""
+    answered: Callable[[], None] = lambda: None
+    """Called once the payload is built (a listing's page was answered)."""
 
 
 Prepare = Callable[[State, str, str], Call]
@@ -87,7 +86,8 @@ def perform(state: State, key: str, call: Call) -> Response:
     if wait is not None:
         seconds = budget.retry_after(wait)
         message = f"token budget spent for this API key; retry after {seconds} s"
-        headers = (("Retry-After", str(seconds)), *budget.rate_headers(state.budgets, key))
+        said = budget.retry_after_header(seconds, runtime.retry_after)
+        headers = (("Retry-After", said), *budget.rate_headers(state.budgets, key))
         raise ApiError(429, "rate_limited", message, headers)
     fault = state.faults.draw(runtime.error_rate, runtime.stall_rate)
     if fault.stall:
@@ -97,15 +97,20 @@ def perform(state: State, key: str, call: Call) -> Response:
     delay_ms = runtime.latency_ms if call.listing else runtime.body_latency_ms
     if delay_ms > 0:
         time.sleep(delay_ms / 1000)
-    return json_response(call.produce(), headers=budget.rate_headers(state.budgets, key))
+    payload, headers = call.produce()
+    call.answered()
+    return json_response(payload, headers=headers + budget.rate_headers(state.budgets, key))
 
 
 def prepare_listing(state: State, kind: str, query: str) -> Call:
-    start, limit = page_params(query)
     if state.changes.active:
+        start, limit = paging.page_params(query)
         return changed_listing(state, kind, query, start, limit)
-    total = state.source.count(kind)
-    return Call(True, lambda: page(state.source.listing(kind, start, limit), start, limit, total))
+    source = state.source
+    make = {"organizations": source.organization, "people": source.person, "deals": source.deal}
+    listing = paging.Listing(0, source.count(kind), make[kind], state.drift.deleted(kind))
+    produce = paging.prepare(listing, f"/v1/{kind}", query, state.drift.epoch)
+    return Call(True, produce, lambda: state.drift.answered(kind))
 
 
 def changed_listing(state: State, kind: str, query: str, start: int, limit: int) -> Call:
@@ -121,65 +126,34 @@ def changed_listing(state: State, kind: str, query: str, start: int, limit: int)
             "deals": state.source.deal}[kind]  # fmt: skip
     listed = state.changes.listed(kind, state.source.count(kind), since)
 
-    def produce() -> dict[str, Any]:
+    def produce() -> tuple[Any, Headers]:
         chosen = listed[start : start + limit]
         records = [state.changes.revise(kind, i, make(i)) for i in chosen]
-        return page(records, start, limit, len(listed))
+        return paging.offset_page(records, start, limit, len(listed)), ()
 
     return Call(True, produce)
 
 
 def prepare_messages(state: State, deal: str, query: str) -> Call:
-    deal_id = parse_id(deal)
+    deal_id = paging.parse_id(deal)
     if deal_id is None or not 1 <= deal_id <= state.source.dataset.deals:
         raise not_found(f"no deal with id {deal!r}")
     if state.source.deal_gone(deal_id - 1):
         raise not_found(f"deal {deal_id} was deleted")
-    start, limit = page_params(query)
-    total = state.source.message_count(deal_id - 1)
-    records = state.source.messages
-    return Call(True, lambda: page(records(deal_id - 1, start, limit), start, limit, total))
+    first = (deal_id - 1) * state.source.stride
+    end = first + state.source.message_count(deal_id - 1)
+    listing = paging.Listing(first, end, state.source.message)
+    path = f"/v1/deals/{deal_id}/messages"
+    return Call(True, paging.prepare(listing, path, query, state.drift.epoch))
 
 
 def prepare_body(state: State, message: str, query: str) -> Call:
-    message_id = parse_id(message)
+    message_id = paging.parse_id(message)
     if message_id is None or not state.source.message_exists(message_id):
         raise not_found(f"no message with id {message!r}")
     if state.source.body_gone(message_id):
         raise not_found(f"message {message_id} was deleted")
-    return Call(False, lambda: state.source.body(message_id))
-
-
-def page(records: list[dict[str, Any]], start: int, limit: int, total: int) -> dict[str, Any]:
-    end = start + len(records)
-    more = end < total
-    pagination = {"start": start, "limit": limit, "more": more, "next_start": end if more else None}
-    return {"data": records, "pagination": pagination}
-
-
-def page_params(query: str) -> tuple[int, int]:
-    """``start`` (default 0) and ``limit`` (default 100, at most 500) from the query, or 400."""
-    params = parse_qs(query, keep_blank_values=True)
-    start = int_param(params, "start", DEFAULT_START, 0, MAX_START)
-    limit = int_param(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    return start, limit
-
-
-def int_param(params: dict[str, list[str]], name: str, default: int, low: int, high: int) -> int:
-    if name not in params:
-        return default
-    value = parse_id(params[name][-1])
-    if value is None or not low <= value <= high:
-        message = f"{name} must be an integer between {low} and {high}, got {params[name][-1]!r}"
-        raise ApiError(400, "bad_request", message)
-    return value
-
-
-def parse_id(text: str) -> int | None:
-    """A plain non-negative decimal integer, or None (not '+1', '1e3' or non-ASCII digits)."""
-    if not text.isascii() or not text.isdigit() or len(text) > 18:
-        return None
-    return int(text)
+    return Call(False, lambda: (state.source.body(message_id), ()))
 
 
 def not_found(message: str) -> ApiError:

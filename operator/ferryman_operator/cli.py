@@ -51,8 +51,12 @@ def register(commands: Any) -> None:
         "(FERRYMAN_OPERATOR_METRICS_PORT; default 0 = off; docs/observability.md)",
     )
     operator.set_defaults(handler=cmd_operator)
-    crd = commands.add_parser(
-        "crd", help="print the MigrationRun CRD generated from the models (or write it)"
+    crd = commands.add_parser("crd", help="print a CRD generated from the models (or write it)")
+    crd.add_argument(
+        "--kind",
+        choices=["MigrationRun", "MigrationProvider", "MigrationMapping"],
+        default="MigrationRun",
+        help="the custom resource whose CRD to generate (default: MigrationRun)",
     )
     crd.add_argument(
         "--output",
@@ -76,7 +80,7 @@ def cmd_operator(args: argparse.Namespace, _: Any) -> int:
 def cmd_crd(args: argparse.Namespace, _: Any) -> int:
     from ferryman_operator import crd
 
-    text = crd.render()
+    text = crd.render(crd.BY_KIND[args.kind])
     if not args.output:
         sys.stdout.write(text)
         return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -21,12 +21,14 @@ T = TypeVar("T")
 
 
 class Database:
-    """Borrow a connection, call ``fn(conn)`` on a thread, give it back (or drop it if broken)."""
+    """Borrow a connection, call ``fn(conn)`` on a thread, give it back (or drop it if broken).
+    ``counted`` is called once per statement sent (``conn.execute``)."""
 
-    def __init__(self, url: str, size: int) -> None:
+    def __init__(self, url: str, size: int, counted: Callable[[], None] = lambda: None) -> None:
         self._url = url
         self._slots = asyncio.Semaphore(size)
         self._idle: list[contract.Connection] = []
+        self._cursor = _counting(counted)
 
     async def run(self, fn: Callable[[contract.Connection], T]) -> T:
         async with self._slots:
@@ -37,6 +39,7 @@ class Database:
         try:
             if conn is None or conn.closed:
                 conn = contract.connect(self._url)
+                conn.cursor_factory = self._cursor
             result = fn(conn)
         except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction) as exc:
             self._give_back(conn)
@@ -63,6 +66,17 @@ class Database:
     def close(self) -> None:
         while self._idle:
             _close(self._idle.pop())
+
+
+def _counting(counted: Callable[[], None]) -> type[psycopg.Cursor[Any]]:
+    """A cursor class that calls ``counted`` before each statement it sends."""
+
+    class Counting(psycopg.Cursor[Any]):
+        def execute(self, *args: Any, **kwargs: Any) -> Any:
+            counted()
+            return super().execute(*args, **kwargs)
+
+    return Counting
 
 
 def _close(conn: contract.Connection | None) -> None:

@@ -1,6 +1,6 @@
 """The calls kopf does not make for us, through the ``kubernetes`` client on threads: the
-worker Deployment and the pool spec, a run's Secret at admission, deleting a finished run
-(TTL), and the Lease.
+worker Deployment and the pool spec, a run's Secret, MigrationProvider and MigrationMapping at
+admission, deleting a finished run (TTL), and the Lease.
 
 Configured once: in-cluster when the pod's service account is mounted, else ``KUBECONFIG``.
 """
@@ -77,18 +77,24 @@ class Kube:
     async def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Secret's ``data`` and ``annotations`` (None: there is no such Secret;
         PermissionError: the operator may not read it). Nothing of it is logged."""
-        try:
-            found = await asyncio.to_thread(self.core.read_namespaced_secret, name, namespace)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            if exc.status == 403:
-                raise PermissionError(f"get Secret {namespace}/{name}: forbidden") from None
-            raise
+        found = await _get(
+            f"Secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace
+        )
+        if found is None:
+            return None
         return {
             "data": dict(found.data or {}),
             "annotations": dict(found.metadata.annotations or {}),
         }
+
+    async def custom_object(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The ferryman.dev object ``name`` of ``plural`` in ``namespace`` (None: there is no
+        such object; PermissionError: the operator may not read it)."""
+        read = self.custom.get_namespaced_custom_object
+        found = await _get(
+            f"{plural} {namespace}/{name}", read, crd.GROUP, crd.VERSION, namespace, plural, name
+        )
+        return None if found is None else dict(found)
 
     def _leading(self, what: str) -> None:
         if not self.acting():
@@ -139,3 +145,34 @@ class Kube:
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
+
+    async def patch_run_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge ``status`` into the run's ``.status`` (a key set to None goes); a run gone
+        meanwhile is left alone."""
+        self._leading(f"patching the status of MigrationRun {namespace}/{name}")
+        try:
+            await asyncio.to_thread(
+                self.custom.patch_namespaced_custom_object_status,
+                crd.GROUP,
+                crd.VERSION,
+                namespace,
+                crd.PLURAL,
+                name,
+                {"status": status},
+            )
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+async def _get(what: str, call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)`` on a thread: None when the object does not exist, PermissionError when
+    the operator may not read it."""
+    try:
+        return await asyncio.to_thread(call, *args)
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        if exc.status == 403:
+            raise PermissionError(f"get {what}: forbidden") from None
+        raise

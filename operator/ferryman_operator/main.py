@@ -20,8 +20,10 @@ from ferryman_operator import handlers, metrics
 from ferryman_operator.credentials import Credentials
 from ferryman_operator.database import Database
 from ferryman_operator.errors import SettingsError
+from ferryman_operator.fleet import Fleet
 from ferryman_operator.kube import Kube, api_client
 from ferryman_operator.leader import Lease
+from ferryman_operator.reconcile import allowlist
 from ferryman_operator.runs import Runs
 from ferryman_operator.settings import OperatorSettings
 from ferryman_operator.workers import Workers
@@ -44,8 +46,8 @@ async def _main(settings: OperatorSettings, url: str) -> int:
     kube = Kube(api_client(settings.request_timeout))
     lease = Lease(kube, settings)
     kube.acting = lease.holding  # no write of ours once the leadership ran out
-    db = Database(url, settings.db_connections)
     seen = metrics.OperatorMetrics()
+    db = Database(url, settings.db_connections, seen.statements.inc)
     workers = Workers(db, kube, settings.default_lane_width, seen)
     try:
         async with metrics.serve(settings.metrics_port, seen):
@@ -77,11 +79,14 @@ async def _lead(
     lease.lost = False
     stop = asyncio.Event()
     credentials = Credentials(kube, settings.sealing_key_file)
-    runs = Runs(db, kube, workers, seen, lease.holding, credentials)
-    registry = handlers.build(settings, runs, seen)
+    allowed = allowlist.parse(settings.allowed_source_urls)
+    runs = Runs(db, kube, workers, seen, lease.holding, credentials, allowed)
+    fleet = Fleet(runs, settings.status_interval, seen)
+    registry = handlers.build(settings, runs, seen, fleet)
     pool_namespace = settings.pool_namespace or settings.lease_namespace
     keeper = asyncio.create_task(lease.keep(stop))
     sizing = asyncio.create_task(workers.watch(pool_namespace, settings.pool_interval))
+    refreshing = asyncio.create_task(fleet.run())
     operator = asyncio.create_task(
         kopf.operator(
             registry=registry,
@@ -105,7 +110,7 @@ async def _lead(
         else:
             await operator
     finally:
-        for task in (keeper, sizing, operator):
+        for task in (keeper, sizing, refreshing, operator):
             task.cancel()
         if not lease.lost:
             await lease.release()

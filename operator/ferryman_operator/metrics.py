@@ -13,7 +13,9 @@ sizing gauges are the verdicts ``workers`` reaches. Labels are bounded (``docs/d
 - ``handler`` and ``error``: the handler ids and ``database``, ``api``, ``unexpected``;
 - ``pool`` (with ``namespace``) and ``lane``: the pool specs found, and their lanes.
 
-Every hook runs on the operator's event loop, as scrapes do: no locks. Never a secret in a label.
+Every hook runs on the operator's event loop, as scrapes do: no locks (but the statement
+counter, incremented on the database threads: prometheus_client's counters lock). Never a
+secret in a label.
 """
 
 from __future__ import annotations
@@ -85,6 +87,16 @@ class OperatorMetrics:
             "Reconciles that failed, by kopf handler (or pool) and error: database (PostgreSQL "
             "unreachable), api (the Kubernetes API), unexpected.",
             ["handler", "error"],
+            registry=self.registry,
+        )
+        self.refreshes = Counter(
+            "ferryman_operator_refreshes",
+            "Refreshes of every live run (one every status interval while leading).",
+            registry=self.registry,
+        )
+        self.statements = Counter(
+            "ferryman_operator_database_statements",
+            "Statements this process sent to PostgreSQL (counted on the database threads).",
             registry=self.registry,
         )
         self.sizing = SizingGauges(self.registry)

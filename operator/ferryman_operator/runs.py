@@ -1,7 +1,8 @@
 """One MigrationRun, reconciled: observe (parse the spec, ask the database through the
 contract, admitting, suspending, resuming or retrying on the way), decide its status and Events
 (``reconcile``), write them. Level-based: every call starts from what is, so a call that was cut
-short (a crash, an outage) is finished by the next one; the timer makes one every few seconds.
+short (a crash, an outage) is finished by the next one; the refresh of every live run (``fleet``)
+makes one every few seconds, from one read of them all.
 """
 
 from __future__ import annotations
@@ -9,26 +10,66 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ferryman_operator.credentials import Credentials
 from ferryman_operator.database import Database
+from ferryman_operator.definitions import Definitions
 from ferryman_operator.errors import DatabaseUnavailable
-from ferryman_operator.kube import Kube
+from ferryman_operator.kube import Kube, NotLeading
 from ferryman_operator.metrics import OperatorMetrics
-from ferryman_operator.reconcile import admission, conditions, lifecycle, status
+from ferryman_operator.reconcile import (
+    admission,
+    allowlist,
+    conditions,
+    definitions,
+    lifecycle,
+    refresh,
+    status,
+)
 from ferryman_operator.reconcile.admission import Candidate
+from ferryman_operator.reconcile.definitions import Resolved
 from ferryman_operator.reconcile.events import Event, between
 from ferryman_operator.reconcile.status import Observation, Refusal
 from ferryman_operator.resources import events
 from ferryman_operator.workers import Workers
 from ferryman_worker import contract
-from ferryman_worker.runspec import RETRY_ANNOTATION, ConflictPolicy
+from ferryman_worker.runspec import RETRY_ANNOTATION
 
 log = logging.getLogger("ferryman.operator.runs")
 DELETED = "the MigrationRun was deleted: its tasks stop at their next window; the rows written stay"
+
+
+@dataclasses.dataclass(frozen=True)
+class Prefetched:
+    """What one read of every live run found (``contract.live_progress``), by run key; or why
+    the database could not be asked."""
+
+    runs: Mapping[str, contract.LiveRun]
+    error: str | None = None
+
+    @functools.cached_property
+    def busy(self) -> dict[str, str]:
+        """Each workspace's running run, of those read."""
+        return {
+            found.progress.workspace: name
+            for name, found in self.runs.items()
+            if found.progress.state is contract.RunState.RUNNING
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """One reconcile's outcome: the status keys that changed (None deletes one), the Events, the
+    whole new status, and when it was decided."""
+
+    changes: dict[str, Any]
+    events: list[Event]
+    status: dict[str, Any]
+    now: datetime.datetime
 
 
 @dataclasses.dataclass
@@ -60,13 +101,17 @@ class Runs:
         metrics: OperatorMetrics,
         acting: Callable[[], bool] = lambda: True,
         credentials: Credentials | None = None,
+        allowed: Sequence[allowlist.Pattern] = (),
     ) -> None:
         self._db, self._kube, self._workers = db, kube, workers
         self._credentials = credentials
+        self._allowed = tuple(allowed)  # the installation's allowedSourceURLs (empty: any)
+        self._definitions = Definitions(kube)
         self._metrics = metrics
         self._acting = acting  # the Lease is held: admit, write status and Events
         self._locks: dict[str, asyncio.Lock] = {}
         self._written: dict[str, dict[str, Any]] = {}
+        self._decided: dict[str, tuple[Any, ...]] = {}  # what a refresh decided each run from
 
     async def sync(
         self,
@@ -78,21 +123,91 @@ class Runs:
         """Reconcile the run ``body``; the new status goes into kopf's ``patch``. ``handler``
         names the kopf handler in the metrics."""
         me = candidate(body)
-        lock = self._locks.setdefault(me.key, asyncio.Lock())
-        async with lock:
+        async with self._lock(me.key):
             if not self._acting():
                 log.debug("run %s: not holding the Lease: left to the leader", me.key)
                 return
-            await self._sync(body, patch, me, list(others), handler)
+            decided = await self._decide(body, me, list(others), handler, None)
+            if decided is None:
+                return
+            for key, value in decided.changes.items():
+                patch.status[key] = value
+            events.post(body, decided.events)
+            await self._expire(body, decided.status, decided.now)
 
-    async def _sync(
+    async def refresh(
+        self, bodies: Iterable[Mapping[str, Any]], waiting: Mapping[str, Iterable[Candidate]]
+    ) -> None:
+        """One refresh of the live runs ``bodies`` (``waiting``: every run by workspace): their
+        progress and ETAs read at once (``contract.live_progress``), then each run decided
+        alone, its status patched where it changed. A run that needs a statement of its own
+        (admission, suspension, resumption, a retry) makes it then."""
+        if not self._acting():
+            return
+        live = [body for body in bodies if not candidate(body).deleting]
+        found = await self._read_live([candidate(body).key for body in live])
+        for body in live:
+            me = candidate(body)
+            try:
+                with self._metrics.handling("refresh"):
+                    await self._refresh_one(body, me, list(waiting.get(me.workspace, [])), found)
+            except NotLeading:
+                return
+            except Exception:
+                log.exception("run %s: the refresh failed; the next one tries again", me.key)
+
+    async def _read_live(self, keys: list[str]) -> Prefetched:
+        if not keys:
+            return Prefetched({})
+        now = _utcnow()
+        try:
+            return Prefetched(
+                await self._db.run(lambda conn: contract.live_progress(conn, keys, now))
+            )
+        except DatabaseUnavailable as exc:
+            return Prefetched({}, error=str(exc))
+
+    async def _refresh_one(
         self,
         body: Mapping[str, Any],
-        patch: Any,
+        me: Candidate,
+        others: list[Candidate],
+        found: Prefetched,
+    ) -> None:
+        workers = self._workers.condition(body["metadata"]["namespace"])
+        inputs = _inputs(body, me, others, found, workers)
+        if inputs is not None and self._decided.get(me.key) == inputs:
+            return  # nothing it is decided from has changed since: nor would its status
+        async with self._lock(me.key):
+            if not self._acting():
+                return
+            decided = await self._decide(body, me, others, "refresh", found)
+            if decided is None:
+                return
+            meta = body["metadata"]
+            if decided.changes:
+                await self._kube.patch_run_status(meta["namespace"], meta["name"], decided.changes)
+            for event in decided.events:
+                await self._kube.post_event(
+                    dict(body), event.type, event.reason, event.message[: events.MAX_MESSAGE]
+                )
+            await self._expire(body, decided.status, decided.now)
+            if inputs is not None:
+                self._decided[me.key] = inputs
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        return self._locks.setdefault(key, asyncio.Lock())
+
+    async def _decide(
+        self,
+        body: Mapping[str, Any],
         me: Candidate,
         others: list[Candidate],
         handler: str,
-    ) -> None:
+        found: Prefetched | None,
+    ) -> Decision | None:
+        """The run's new status and Events (None: ``body`` is older than the status this process
+        wrote last); ``found``: what a fleet-wide read already knows of it."""
         now = datetime.datetime.now(datetime.UTC)
         meta = body["metadata"]
         stored: dict[str, Any] = dict(body.get("status") or {})
@@ -104,7 +219,7 @@ class Runs:
         if written is not None and (written.get("observedGeneration") or 0) > (
             meta.get("generation") or 0
         ):
-            return  # a body older than the status written last: the next handler has a newer one
+            return None  # a body older than the status written last: the next has a newer one
         old = written if written is not None else stored
         old = {key: value for key, value in old.items() if key != "_uid"}
         workers = self._workers.condition(meta["namespace"])
@@ -113,21 +228,22 @@ class Runs:
         except contract.ConfigurationError as exc:
             look = Look(Observation(workers, refused=Refusal("InvalidSpec", str(exc))))
         else:
-            look = await self._observe(run, body, old, me, others, workers, now)
+            look = await self._observe(run, body, old, me, others, workers, now, found)
         if not self._acting():  # the leadership ran out while the database answered
-            return
+            return None
         new = status.compute(old, look.seen, meta.get("generation"), now)
         self._metrics.status_changed(old, new)
         if look.seen.database_error is not None:
             self._metrics.reconcile_error(handler, look.seen.database_error)
         if look.retried is not None:
             new["lastRetry"] = look.retried
-        events.post(body, [*look.events, *between(old, new, look.seen.progress)])
-        for key, value in new.items():
-            if stored.get(key) != value:
-                patch.status[key] = value
         self._written[me.key] = {**new, "_uid": meta.get("uid")}
-        await self._expire(body, new, now)
+        return Decision(
+            changes={key: value for key, value in new.items() if stored.get(key) != value},
+            events=[*look.events, *between(old, new, look.seen.progress)],
+            status=new,
+            now=now,
+        )
 
     async def _observe(
         self,
@@ -138,31 +254,49 @@ class Runs:
         others: list[Candidate],
         workers: conditions.Wanted,
         now: datetime.datetime,
+        found: Prefetched | None,
     ) -> Look:
         annotation = (body["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION)
         ahead = admission.ahead_of(me, others)
+        if found is not None and found.error is not None:
+            return self._unavailable(me, old, workers, found.error)
+        if found is not None:
+            known = refresh.settled(
+                found.runs.get(me.key), run, old, annotation, ahead, workers, found.busy
+            )
+            if known is not None:
+                return Look(known)
         width = self._workers.lane_width(run.metadata.namespace)
         sealed = await self._seal(run, old, annotation)
+        resolved = await self._definitions.resolve(run) if _may_admit(old, annotation) else None
         try:
             return await self._db.run(
-                lambda conn: _look(conn, run, old, annotation, ahead, width, workers, now, sealed)
+                lambda conn: _look(
+                    conn, run, old, annotation, ahead, width, workers, now, sealed, resolved
+                )
             )
         except DatabaseUnavailable as exc:
-            already = conditions.reason_of(old.get("conditions") or [], conditions.PROGRESSING)
-            said = log.debug if already == "DatabaseUnavailable" else log.warning  # once an outage
-            said("run %s: database unavailable: %s", me.key, exc)
-            return Look(Observation(workers, database_error=str(exc)))
+            return self._unavailable(me, old, workers, str(exc))
+
+    def _unavailable(
+        self, me: Candidate, old: Mapping[str, Any], workers: conditions.Wanted, error: str
+    ) -> Look:
+        already = conditions.reason_of(old.get("conditions") or [], conditions.PROGRESSING)
+        said = log.debug if already == "DatabaseUnavailable" else log.warning  # once an outage
+        said("run %s: database unavailable: %s", me.key, error)
+        return Look(Observation(workers, database_error=error))
 
     async def _seal(
         self, run: contract.MigrationRun, old: Mapping[str, Any], annotation: str | None
     ) -> contract.Sealed | Refusal | None:
         """The run's credential, sealed from its Secret, when this visit may admit or retry it
-        (else None: an admitted run keeps the credential it was admitted with)."""
-        may_admit = old.get("state") in admission.WAITING_STATES
-        if self._credentials is None or not (
-            may_admit or lifecycle.retry_requested(annotation, old.get("lastRetry"))
-        ):
+        (else None: an admitted run keeps the credential it was admitted with); a Refusal when
+        its baseURL is not allowed or its credential cannot be used."""
+        if not _may_admit(old, annotation):
             return None
+        refused = allowlist.refusal(run.spec.source.base_url, self._allowed)
+        if refused is not None or self._credentials is None:
+            return refused
         return await self._credentials.seal(run)
 
     async def _expire(
@@ -183,6 +317,7 @@ class Runs:
         gone): the status it wrote last, and its lock unless a handler holds it."""
         key = candidate(body).key
         self._written.pop(key, None)
+        self._decided.pop(key, None)
         lock = self._locks.get(key)
         if lock is not None and not lock.locked():
             del self._locks[key]
@@ -226,6 +361,27 @@ class Runs:
         return cancelled
 
 
+def _inputs(
+    body: Mapping[str, Any],
+    me: Candidate,
+    others: list[Candidate],
+    found: Prefetched,
+    workers: conditions.Wanted,
+) -> tuple[Any, ...] | None:
+    """Everything a refresh decides the run ``body`` from (its object's version, what the read
+    found of it and of its workspace, who is ahead of it, the workers' condition); None when the
+    read failed."""
+    if found.error is not None:
+        return None
+    return (
+        body["metadata"].get("resourceVersion"),
+        found.runs.get(me.key),
+        admission.ahead_of(me, others),
+        found.busy.get(me.workspace),
+        workers,
+    )
+
+
 def _ttl_left(body: Mapping[str, Any], now: datetime.datetime) -> float | None:
     """Seconds until the finished run ``body`` (its status says so) is to be deleted; None:
     not finished, or no TTL."""
@@ -242,6 +398,13 @@ def _ttl_left(body: Mapping[str, Any], now: datetime.datetime) -> float | None:
     return lifecycle.ttl_left(int(ttl), at, now)
 
 
+def _may_admit(old: Mapping[str, Any], annotation: str | None) -> bool:
+    """Whether this visit may admit the run (or retry it): it waits, or a retry is asked for."""
+    return old.get("state") in admission.WAITING_STATES or lifecycle.retry_requested(
+        annotation, old.get("lastRetry")
+    )
+
+
 def _utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
@@ -256,20 +419,21 @@ def _look(
     workers: conditions.Wanted,
     now: datetime.datetime,
     sealed: contract.Sealed | Refusal | None = None,
+    resolved: Resolved | Refusal | None = None,
 ) -> Look:
     """Everything one visit does in the database (on a thread). ``sealed``: the run's
-    credential as its Secret is now (or why it cannot be used), when it may be admitted or
-    retried."""
+    credential as its Secret is now (or why it cannot be used), ``resolved``: its provider and
+    mapping as their resources are now (or why not), when it may be admitted or retried."""
     key = contract.run_key(run)
     found = contract.progress(conn, key)
     retry = lifecycle.retry_requested(annotation, old.get("lastRetry"))
     look = Look(Observation(workers), retried=annotation if retry else None)
     if not found:
-        refusal = _previous_refusal(old)
+        refusal = refresh.previous_refusal(old)
         if refusal is not None and not retry:
             look.seen = Observation(workers, refused=refusal)
             return look
-        outcome = _admit(conn, run, ahead, width, workers, sealed)
+        outcome = _admit(conn, run, ahead, width, workers, sealed, resolved)
         if outcome is not None:
             look.seen = outcome
             return look
@@ -321,40 +485,34 @@ def _admit(
     width: int,
     workers: conditions.Wanted,
     sealed: contract.Sealed | Refusal | None = None,
+    resolved: Resolved | Refusal | None = None,
 ) -> Observation | None:
-    """Admit the run, or say why it waits or is refused (None: admitted)."""
+    """Admit the run, or say why it waits or is refused (None: admitted). ``resolved``: the
+    provider definition and mapping to snapshot into it."""
     if isinstance(sealed, Refusal):
         return Observation(workers, refused=sealed)
-    workspace = run.spec.workspace
-    reject = run.spec.conflict_policy is ConflictPolicy.REJECT
-    if ahead is not None:
-        if reject:
-            return Observation(
-                workers,
-                refused=Refusal("WorkspaceBusy", admission.reject_message(workspace, ahead.key)),
-            )
-        return Observation(workers, waiting=admission.behind_message(workspace, ahead.key))
+    if isinstance(resolved, Refusal):
+        return Observation(workers, refused=resolved)
+    found = resolved or Resolved()
+    behind = refresh.behind(run, ahead, workers)
+    if behind is not None:
+        return behind
     try:
-        contract.admit(conn, run, width, sealed=sealed)
+        contract.admit(
+            conn,
+            run,
+            width,
+            mapping=found.mapping,
+            sealed=sealed,
+            provider_definition=found.provider,
+        )
     except contract.WorkspaceOwned as exc:
         return Observation(workers, refused=Refusal("WorkspaceOwned", str(exc)))
     except contract.AdmissionRefused as exc:
-        if reject:
-            return Observation(
-                workers,
-                refused=Refusal("WorkspaceBusy", admission.reject_message(workspace, exc.live_run)),
-            )
-        return Observation(workers, waiting=admission.busy_message(workspace, exc.live_run))
+        return refresh.occupied(run, exc.live_run, workers)
+    except contract.MappingInvalid as exc:
+        refusal = definitions.refused_by_catalog(run.spec.mapping, run.metadata.namespace, exc)
+        return Observation(workers, refused=refusal)
     except contract.ConfigurationError as exc:
         return Observation(workers, refused=Refusal("AdmissionFailed", str(exc)))
     return None
-
-
-def _previous_refusal(old: Mapping[str, Any]) -> Refusal | None:
-    """A run that was refused stays refused until retried (by the retry annotation)."""
-    if old.get("state") != "Failed":
-        return None
-    found = conditions.find(old.get("conditions") or [], conditions.ADMITTED)
-    if found is None or found.get("status") != "False":
-        return None
-    return Refusal(str(found.get("reason")), str(found.get("message", "")))

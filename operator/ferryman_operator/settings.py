@@ -14,6 +14,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ferryman_operator.errors import SettingsError
+from ferryman_operator.reconcile import allowlist
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -91,11 +92,22 @@ class OperatorSettings(BaseSettings):
     default_lane_width: int = Field(default=4, ge=1)
     """Width of the migrations lane assumed when no pool spec is found (sets maxInFlight)."""
 
-    @field_validator("namespaces", mode="before")
+    allowed_source_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Base-URL patterns a run may read from (comma-separated in the environment), e.g.
+    ``https://*.example.com``: a run whose ``spec.source.baseURL`` matches none is refused at
+    admission (``SourceNotAllowed``); empty: any URL (docs/security.md)."""
+
+    @field_validator("namespaces", "allowed_source_urls", mode="before")
     @classmethod
-    def _split_namespaces(cls, value: object) -> object:
+    def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("allowed_source_urls")
+    @classmethod
+    def _check_patterns(cls, value: list[str]) -> list[str]:
+        allowlist.parse(value)  # ValueError naming the pattern
         return value
 
     @property

@@ -112,6 +112,16 @@ class DemoCRM:
         """Change runtime settings (latency, faults, budget); returns the resulting config."""
         return self._control("POST", "/_config", json=settings)
 
+    def drift(self, **change: Any) -> dict[str, Any]:
+        """Delete or create records, or expire cursors, now or after some pages of a kind
+        (``POST /_drift``)."""
+        return self._control("POST", "/_drift", json=change)
+
+    def drifted(self) -> dict[str, Any]:
+        """The deleted ids per kind, how many drift changes wait or were applied, the cursor
+        epoch (``GET /_drift``)."""
+        return self._control("GET", "/_drift")
+
     def stats(self) -> dict[str, Any]:
         return self._control("GET", "/_stats")
 

@@ -1,5 +1,6 @@
 """The token budget per API key: 429 with Retry-After when spent, nothing charged, refills."""
 
+import email.utils
 import time
 
 import httpx
@@ -22,6 +23,27 @@ def test_a_spent_budget_answers_429_with_retry_after_and_refills(
         assert http.get("/v1/organizations").status_code == 200
     counts = crm.stats()["requests"]["GET /v1/organizations"]
     assert counts == {"200": 3, "429": 1}
+
+
+def test_retry_after_can_be_an_http_date_never_sooner_than_the_wait(
+    start_democrm: StartDemoCRM,
+) -> None:
+    crm = start_democrm(organizations=10, budget_capacity=20, budget_refill_per_s=0.1)
+    with crm.client() as http:
+        assert http.get("/v1/organizations").status_code == 200
+        assert http.get("/v1/organizations").headers["Retry-After"] == "200"
+        crm.configure(retry_after="date")
+        asked = time.time()
+        refused = http.get("/v1/organizations")
+    assert refused.status_code == 429
+    moment = email.utils.parsedate_to_datetime(refused.headers["Retry-After"]).timestamp()
+    assert asked + 199 <= moment <= asked + 202  # the bucket has a call's worth in 200 s
+
+
+def test_retry_after_takes_only_its_two_forms(shared_democrm: DemoCRM) -> None:
+    response = httpx.post(f"{shared_democrm.url}/_config", json={"retry_after": "minutes"})
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].startswith("retry_after must be one of seconds")
 
 
 def test_a_refused_call_takes_no_tokens(start_democrm: StartDemoCRM) -> None:

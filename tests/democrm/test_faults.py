@@ -4,14 +4,19 @@ import time
 
 import httpx
 import pytest
+from tests.democrm import walker
 from tests.democrm.conftest import StartDemoCRM
 from tests.democrm.server_fixture import DemoCRM
 
 
-def test_error_rate_one_answers_every_call_with_a_5xx(start_democrm: StartDemoCRM) -> None:
+@pytest.mark.parametrize("style", walker.STYLES)
+def test_error_rate_one_answers_every_call_with_a_5xx(
+    start_democrm: StartDemoCRM, style: str
+) -> None:
     crm = start_democrm(organizations=5, error_rate=1.0)
     with crm.client() as http:
-        responses = [http.get("/v1/organizations") for _ in range(30)]
+        query = walker.first(style, 2)
+        responses = [http.get("/v1/organizations", params=query) for _ in range(30)]
     assert {r.status_code for r in responses} == {500, 502, 503}
     assert {r.json()["error"]["code"] for r in responses} == {"injected_fault"}
     assert sum(crm.stats()["requests"]["GET /v1/organizations"].values()) == 30

@@ -1,9 +1,11 @@
-"""Offset pagination: every id exactly once, page shapes, and parameter validation."""
+"""Pagination in every style: every id exactly once, page shapes, and parameter validation."""
 
 from collections import Counter
+from typing import Any
 
 import httpx
 import pytest
+from tests.democrm import walker
 from tests.democrm.conftest import StartDemoCRM
 from tests.democrm.server_fixture import DemoCRM
 
@@ -76,3 +78,67 @@ def test_a_page_deep_into_a_huge_dataset_is_served_without_precomputation(
         body = http.get("/v1/organizations", params={"start": 49_999_990, "limit": 500}).json()
     assert [r["id"] for r in body["data"]] == list(range(49_999_991, 50_000_001))
     assert body["pagination"]["more"] is False
+
+
+@pytest.mark.parametrize("style", walker.STYLES)
+def test_every_paging_style_lists_every_id_once_in_order(
+    shared_democrm: DemoCRM, style: str
+) -> None:
+    """Offset, page number, Link header, next URL, cursor, keyset and all at once: the same
+    records, for the listed kinds and a deal's messages."""
+    truth = shared_democrm.truth()
+    with shared_democrm.client() as http:
+        for kind in KINDS:
+            assert walker.walk(http, f"/v1/{kind}", style, limit=7) == truth[kind]["ids"], kind
+        deal = max(truth["deals"]["ids"], key=lambda d: len(messages_of(truth, d)))
+        path = f"/v1/deals/{deal}/messages"
+        assert walker.walk(http, path, style, limit=2) == messages_of(truth, deal)
+
+
+def messages_of(truth: dict[str, Any], deal: int) -> list[int]:
+    stride = 2 * truth["dataset"]["messages_per_deal"] + 1
+    return [i for i in truth["messages"]["ids"] if (i - 1) // stride + 1 == deal]
+
+
+def test_a_request_without_paging_is_answered_as_by_offset(shared_democrm: DemoCRM) -> None:
+    with shared_democrm.client() as http:
+        plain = http.get("/v1/people", params={"start": 5, "limit": 9})
+        offset = http.get("/v1/people", params={"start": 5, "limit": 9, "paging": "offset"})
+    assert plain.content == offset.content and "Link" not in plain.headers
+
+
+def test_link_pages_name_the_next_and_the_total(shared_democrm: DemoCRM) -> None:
+    with shared_democrm.client() as http:
+        page = http.get("/v1/organizations", params={"paging": "link", "limit": 50})
+        last = http.get("/v1/organizations", params={"paging": "link", "start": 100, "limit": 50})
+    assert page.headers["X-Total-Count"] == "120" and list(page.json()) == ["data"]
+    assert page.links["next"]["url"] == "/v1/organizations?paging=link&start=50&limit=50"
+    assert len(last.json()["data"]) == 20 and "Link" not in last.headers
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ({"paging": "pages"}, "paging"),
+        ({"paging": "cursor", "cursor": "not-a-cursor"}, "cursor"),
+        ({"paging": "keyset", "after_id": "-1"}, "after_id"),
+        ({"paging": "page", "page": "0"}, "page"),
+        ({"paging": "next_url", "after": "x"}, "after"),
+    ],
+)
+def test_a_bad_paging_parameter_is_a_400_naming_it(
+    shared_democrm: DemoCRM, query: dict[str, str], named: str
+) -> None:
+    with shared_democrm.client() as http:
+        response = http.get("/v1/deals", params=query)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].startswith(named)
+
+
+def test_a_cursor_of_another_listing_is_refused(shared_democrm: DemoCRM) -> None:
+    with shared_democrm.client() as http:
+        page = http.get("/v1/people", params={"paging": "cursor", "limit": 5}).json()
+        cursor = page["pagination"]["next_cursor"]
+        assert http.get("/v1/people", params={"paging": "cursor", "cursor": cursor}).is_success
+        response = http.get("/v1/organizations", params={"paging": "cursor", "cursor": cursor})
+    assert response.status_code == 400 and "cursor" in response.json()["error"]["message"]

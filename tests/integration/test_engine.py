@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import democrm_styles
 import pytest
 from migration import (
     check_against_truth,
@@ -30,9 +31,13 @@ SMALL: dict[str, Any] = {
 }
 
 
-def test_a_run_writes_every_source_row_once(db_url: str) -> None:
+@pytest.mark.parametrize("style", democrm_styles.STYLES)
+def test_a_run_writes_every_source_row_once(db_url: str, style: str) -> None:
+    """In every pagination style: every well-formed row once, every malformed one a row
+    error."""
+    definition = democrm_styles.definition(style)
     with DemoCRM.start(seed=3, **SMALL) as crm, credential(crm.api_key), engine_worker(db_url):
-        run_id = start_run(db_url, request(crm.url, page_size=200))
+        run_id = start_run(db_url, request(crm.url, page_size=200, provider_definition=definition))
         final = wait_finished(db_url, run_id)
         truth = crm.truth()
     assert final["state"] == "succeeded", final["error"]
@@ -44,18 +49,21 @@ def test_a_run_writes_every_source_row_once(db_url: str) -> None:
     assert final["tasks_done"] == final["tasks_total"]
 
 
+@pytest.mark.parametrize("style", democrm_styles.STYLES)
 def test_records_deleted_after_their_listing_are_not_written(
-    db_url: str, caplog: pytest.LogCaptureFixture
+    db_url: str, caplog: pytest.LogCaptureFixture, style: str
 ) -> None:
-    """A message whose body is gone is a row error; a deal whose messages are gone has none."""
+    """A message whose body is gone is a row error; a deal whose messages are gone has none;
+    in every pagination style."""
     caplog.set_level(logging.INFO, "ferryman.engine")
+    definition = democrm_styles.definition(style)
     sizes = {"organizations": 20, "people": 20, "deals": 40}
     with (
         DemoCRM.start(seed=4, malformed_rate=0.3, gone_deal_rate=0.25, **sizes) as crm,
         credential(crm.api_key),
         engine_worker(db_url),
     ):
-        run_id = start_run(db_url, request(crm.url))
+        run_id = start_run(db_url, request(crm.url, provider_definition=definition))
         final = wait_finished(db_url, run_id)
         truth = crm.truth()
     assert final["state"] == "succeeded", final["error"]

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import democrm_styles
 import pytest
 from migration import (
     barrier_held,
@@ -39,7 +40,11 @@ MEDIUM: dict[str, Any] = {
 
 
 @pytest.mark.slow
-def test_429s_5xx_and_timeouts_slow_the_run_but_lose_nothing(db_url: str) -> None:
+@pytest.mark.parametrize("style", democrm_styles.STYLES)
+def test_429s_5xx_and_timeouts_slow_the_run_but_lose_nothing(db_url: str, style: str) -> None:
+    """In every pagination style; the 429s say Retry-After in seconds (offset) or as an HTTP
+    date (the other styles)."""
+    definition = democrm_styles.definition(style)
     with (
         DemoCRM.start(
             seed=11,
@@ -48,12 +53,13 @@ def test_429s_5xx_and_timeouts_slow_the_run_but_lose_nothing(db_url: str) -> Non
             error_rate=0.08,
             stall_rate=0.01,
             stall_seconds=2,
+            retry_after="seconds" if style == "offset" else "date",
             **MEDIUM,
         ) as crm,
         credential(crm.api_key),
         engine_worker(db_url, source_timeout=0.5),
     ):
-        run_id = start_run(db_url, request(crm.url, page_size=100))
+        run_id = start_run(db_url, request(crm.url, page_size=100, provider_definition=definition))
         final = wait_finished(db_url, run_id, timeout=240)
         truth, stats = crm.truth(), crm.stats()
     assert final["state"] == "succeeded", final["error"]

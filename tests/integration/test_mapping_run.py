@@ -74,3 +74,19 @@ def test_a_bad_mapping_file_is_refused_before_the_run_is_admitted(
     assert "kinds.organizations.columns.domain: give exactly one of field" in done.stderr
     with connect.connect(db_url) as conn:
         assert conn.execute("SELECT count(*) AS n FROM ferryman_runs").fetchone() == {"n": 0}
+
+
+def test_a_mapping_name_is_refused_by_ferryman_run_naming_file(
+    tmp_path: pathlib.Path, db_url: str
+) -> None:
+    """A MigrationMapping is the operator's to read; locally the mapping is a file."""
+    path = pathlib.Path(_with_mapping(tmp_path, "http://127.0.0.1:1", ORGANIZATIONS))
+    run = yaml.safe_load(path.read_text())
+    run["spec"]["mapping"] = {"name": "sales"}
+    path.write_text(yaml.safe_dump(run))
+    done = _run(str(path), db_url, "key")
+    assert done.returncode == 2
+    assert "spec.mapping.name: 'sales' names a MigrationMapping" in done.stderr
+    assert "use spec.mapping.file" in done.stderr
+    with connect.connect(db_url) as conn:
+        assert conn.execute("SELECT count(*) AS n FROM ferryman_runs").fetchone() == {"n": 0}

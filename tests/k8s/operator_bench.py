@@ -26,6 +26,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "migrationruns.ferryman.dev.yaml"
+CRDS = ("migrationruns", "migrationproviders", "migrationmappings")
 CHART = ROOT / "charts" / "ferryman"
 EXAMPLE = ROOT / "examples" / "run.yaml"
 RELEASE = "ferryman"
@@ -34,10 +35,14 @@ LEASE = "ferryman-operator"
 
 
 def install_crd(cp: Any) -> None:
-    cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    cp.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "crd/migrationruns.ferryman.dev"
-    )
+    """Every CRD of crds/ (MigrationRun, MigrationProvider, MigrationMapping), Established."""
+    for plural in CRDS:
+        path = ROOT / "crds" / f"{plural}.ferryman.dev.yaml"
+        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    for plural in CRDS:
+        cp.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s", f"crd/{plural}.ferryman.dev"
+        )
 
 
 def install_operator_rbac(cp: Any, namespace: str, home: Path) -> Path:
@@ -194,7 +199,8 @@ class Bench:
 
         def leads() -> bool:
             assert process.alive(), process.output()
-            return self.leader() == process.identity  # type: ignore[attr-defined]
+            identity: str = process.identity  # type: ignore[attr-defined]
+            return self.leader() == identity
 
         eventually(leads, timeout, f"{process.name} to hold the Lease")
 
@@ -256,9 +262,10 @@ class Bench:
         self.cp.kubectl("apply", "-f", "-", input=json.dumps(manifest))
 
     def apply(self, manifest: dict[str, Any], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        return self.cp.kubectl(
+        result: subprocess.CompletedProcess[str] = self.cp.kubectl(
             "apply", "-n", self.namespace, "-f", "-", input=json.dumps(manifest), **kwargs
         )
+        return result
 
     def get(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self.cp.kubectl_json("get", "mrun", name, "-n", self.namespace)

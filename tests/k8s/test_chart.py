@@ -30,14 +30,8 @@ RECOMMENDED = (
     "app.kubernetes.io/component",
     "helm.sh/chart",
 )
-LOCAL_CLUSTER = (
-    "--set",
-    "hostNetwork=true",
-    "--set",
-    "extraEnv[0].name=KUBERNETES_SERVICE_HOST",
-    "--set",
-    "extraEnv[0].value=127.0.0.1",
-)
+LOCAL_VALUES = CHART / "values-local.yaml"
+LOCAL_CLUSTER = ("-f", str(LOCAL_VALUES), "--set", "apiServer.port=6443")
 
 
 def pool_spec_hash(lanes: str, pool_size: int) -> str:
@@ -104,6 +98,7 @@ def test_helm_lint_strict_is_clean(controlplane: Any) -> None:
         (("--set", "database.existingSecret="), "/database/existingSecret"),
         (("--set", "image.pullPolicy=Sometimes"), "/image/pullPolicy"),
         (("--set", "worker.lane=default:1"), "additional properties 'lane' not allowed"),
+        (("--set", "operator.allowedSourceURLs={*.example.com}"), "/operator/allowedSourceURLs/0"),
         (
             ("--set", "extraEnv[0].name=FERRYMAN_DATABASE_URL", "--set", "extraEnv[0].value=x"),
             "/extraEnv/0",
@@ -425,6 +420,23 @@ def test_the_operator_runs_alone_and_is_probed(
     ]
 
 
+def test_the_allow_list_of_source_urls_reaches_the_operator_only_when_given(
+    render: Callable[..., list[dict[str, Any]]],
+) -> None:
+    def operator_env(*values: str) -> dict[str, Any]:
+        deployment = only(render(*values), "Deployment", "fm-ferryman-operator")
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        return env_of(container)
+
+    assert "FERRYMAN_OPERATOR_ALLOWED_SOURCE_URLS" not in operator_env()
+    given = operator_env(
+        "--set", "operator.allowedSourceURLs={https://*.hubapi.com,http://10.0.0.7:*}"
+    )
+    assert (
+        given["FERRYMAN_OPERATOR_ALLOWED_SOURCE_URLS"] == "https://*.hubapi.com,http://10.0.0.7:*"
+    )
+
+
 def test_workers_stop_gracefully_and_are_probed(
     render: Callable[..., list[dict[str, Any]]],
 ) -> None:
@@ -467,7 +479,7 @@ def test_the_pdb_reaper_and_migrate_hook(render: Callable[..., list[dict[str, An
     assert int(account["helm.sh/hook-weight"]) < int(hooks["helm.sh/hook-weight"])
 
 
-def test_local_cluster_values_put_every_pod_on_the_host_network(
+def test_the_local_values_file_puts_every_pod_on_the_host_network_with_local_images(
     render: Callable[..., list[dict[str, Any]]],
 ) -> None:
     objects = render(*LOCAL_CLUSTER)
@@ -475,7 +487,12 @@ def test_local_cluster_values_put_every_pod_on_the_host_network(
         assert spec["hostNetwork"] is True, where
         assert spec["dnsPolicy"] == "ClusterFirstWithHostNet", where
         for container in spec["containers"]:
-            assert env_of(container)["KUBERNETES_SERVICE_HOST"] == "127.0.0.1", where
+            env = env_of(container)
+            assert env["KUBERNETES_SERVICE_HOST"] == "127.0.0.1", where
+            assert env["KUBERNETES_SERVICE_PORT"] == "6443", where
+            assert container["imagePullPolicy"] == "Never", where
+    assert only(objects, "ConfigMap", "fm-ferryman-pool-spec")["data"]["replicas"] == "1"
+    assert only(objects, "Deployment", "fm-ferryman-worker")["spec"]["replicas"] == 1
     # two workers cannot bind one host port: the rollout replaces them one by one
     worker = only(objects, "Deployment", "fm-ferryman-worker")["spec"]["strategy"]
     assert worker["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}

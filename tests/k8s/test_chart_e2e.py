@@ -2,13 +2,14 @@
 local node (kubelet + containerd), and migration runs applied with kubectl that real pods carry
 out against the demo CRM and a PostgreSQL on the host's loopback.
 
-Everything runs on the host's network (`hostNetwork: true`, as the chart documents for local
-clusters): the node has no kube-proxy and no cluster DNS, so the operator reaches the API server
-through KUBERNETES_SERVICE_HOST/PORT = its loopback address, and every pod reaches PostgreSQL and
-the CRM on 127.0.0.1. One worker replica (two could not bind one host port); the worker and
-operator ports are picked free. The tests share one release and run in file order: install, a run,
-the reaper, a worker deleted mid-run, an upgrade mid-run, uninstall; the last one installs a second
-release whose migration must fail.
+Installed with the chart's values for a local cluster (charts/ferryman/values-local.yaml):
+everything runs on the host's network (`hostNetwork: true`), since the node has no kube-proxy and
+no cluster DNS; the operator reaches the API server through KUBERNETES_SERVICE_HOST/PORT = its
+loopback address (`apiServer`), and every pod reaches PostgreSQL and the CRM on 127.0.0.1. One
+worker replica (two could not bind one host port); the worker and operator ports are picked free.
+The tests share one release and run in file order: install, a run, the reaper, a worker deleted
+mid-run, an upgrade mid-run, uninstall; the last one installs a second release whose migration
+must fail.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ pytestmark = [pytest.mark.k8s, pytest.mark.node, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "ferryman"
+LOCAL_VALUES = CHART / "values-local.yaml"
 CACHE = Path(
     os.environ.get("FERRYMAN_CACHE_DIR")
     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ferryman"
@@ -103,30 +105,27 @@ def image_ref() -> str:
 
 
 def local_values(node: Any, image: str) -> list[str]:
-    """The values a local node needs (host network, the API server on loopback), and small graces
-    for quick rollouts."""
+    """The chart's values for a local node (charts/ferryman/values-local.yaml, and the API
+    server's port), this image, free host ports, and small graces for quick rollouts."""
     repository, tag = image.rsplit(":", 1)
+    api = node.in_cluster_env
+    assert api["KUBERNETES_SERVICE_HOST"] == "127.0.0.1"  # the values file's
     settings = {
         "image.repository": repository,
         "image.tag": tag,
-        "image.pullPolicy": "Never",
-        "hostNetwork": "true",
+        "apiServer.port": api["KUBERNETES_SERVICE_PORT"],
         "operator.livenessPort": str(free_port()),
         "operator.metricsPort": str(free_port()),
         "worker.metricsPort": str(free_port()),
-        "worker.replicas": "1",
         "worker.lanes": "migrations:4\\,default:1",
         "worker.shutdownGrace": "5",
         "worker.preStopSleepSeconds": "1",
         "worker.terminationGracePeriodSeconds": "20",
         "worker.heartbeatInterval": "2",
     }
-    for index, (name, value) in enumerate(sorted(node.in_cluster_env.items())):
-        settings[f"extraEnv[{index}].name"] = name
-        settings[f"extraEnv[{index}].value"] = value
-    args = []
+    args = ["-f", str(LOCAL_VALUES)]
     for key, value in settings.items():
-        args += ["--set-string" if key.endswith((".value", "tag")) else "--set", f"{key}={value}"]
+        args += ["--set-string" if key.endswith("tag") else "--set", f"{key}={value}"]
     return args
 
 

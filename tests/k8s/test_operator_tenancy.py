@@ -1,11 +1,14 @@
 """Tenancy on the real control plane, in the chart's topology (the operator under the chart's
 RBAC with --all-namespaces, workers with no API rights and the installation's sealing key):
 a run uses only its own namespace's Secret, a credential goes only to the hosts its Secret is
-bound to, and a workspace belongs to one namespace."""
+bound to, a workspace belongs to one namespace, a base URL outside the installation's
+allow-list is refused, and a source's error text never carries a token into a status, an
+Event, a log or a metric."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -13,8 +16,9 @@ from typing import Any
 import pytest
 from listener import Listener, listening
 from migration import check_against_truth
+from scrape import scrape
 from tests.democrm.server_fixture import DemoCRM
-from tests.k8s.operator_bench import Bench, run_manifest
+from tests.k8s.operator_bench import Bench, free_port, run_manifest
 
 from ferryman_worker import contract
 
@@ -107,3 +111,60 @@ def test_a_secret_without_a_host_binding_is_refused_with_how_to_bind_it(world: B
     assert "is bound to no host" in refused["message"]
     assert f"kubectl annotate secret democrm-token -n {world.namespace}" in refused["message"]
     assert crm.api_key not in str(world.status("unbound"))
+
+
+def test_a_base_url_outside_the_installations_allow_list_is_refused_naming_it(
+    world: Bench, db_url: str
+) -> None:
+    with (
+        DemoCRM.start(seed=13, organizations=10, people=0, deals=0) as crm,
+        listening({"*": (200, {}, b"{}")}) as trap,
+    ):
+        world.secret(crm.api_key, hosts="127.0.0.1")  # bound to both listeners' host
+        world.operator(FERRYMAN_OPERATOR_ALLOWED_SOURCE_URLS=f"https://*.example.com,{crm.url}")
+        world.workers(1)
+        world.apply(run_manifest("elsewhere", trap.url, workspace="acme-2"))
+        world.apply(run_manifest("allowed", crm.url))
+        refused = _refusal(world, "elsewhere")
+        world.wait_state("allowed", "Succeeded", timeout=120)
+    assert trap.received == []
+    assert refused["reason"] == "SourceNotAllowed"
+    assert (
+        f"{trap.url} matches none of the installation's allowedSourceURLs" in (refused["message"])
+    )
+    assert f"(https://*.example.com, {crm.url})" in refused["message"]
+    with contract.connect(db_url) as conn:
+        names = sorted(p.name for p in contract.progress(conn))
+    assert names == [f"{world.namespace}/allowed"]  # the refused run was never admitted
+
+
+def _leaks(token: str, text: str) -> bool:
+    """Whether ``text`` holds the token's first six characters or any eight of it."""
+    pieces = {token[:6]} | {token[i : i + 8] for i in range(len(token) - 7)}
+    return any(piece in text for piece in pieces)
+
+
+def test_a_token_across_the_200th_character_of_an_error_body_shows_nowhere(
+    world: Bench,
+) -> None:
+    token = f"Zq7-{uuid.uuid4().hex}"
+    body = ("x" * 190 + token + " was refused").encode()  # the token straddles character 200
+    operator_port, worker_port = free_port(), free_port()
+    with listening({"*": (400, {"Content-Type": "text/plain"}, body)}) as source:
+        world.secret(token, hosts=f"127.0.0.1:{source.port}")
+        world.operator(FERRYMAN_OPERATOR_METRICS_PORT=str(operator_port))
+        world.workers(1, ports=[worker_port])
+        world.apply(run_manifest("refused", source.url))
+        final = world.wait_state("refused", "Failed", timeout=120)
+        events = world.cp.kubectl_json("get", "events", "-n", world.namespace)["items"]
+        shown = {
+            "status": json.dumps(world.get("refused")),
+            "events": json.dumps(events),
+            "metrics": scrape(operator_port)[0] + scrape(worker_port)[0],
+        }
+    shown["logs"] = "\n".join(process.output() for process in world.processes)
+    assert source.received and all(token in seen for seen in source.received)  # its own host
+    assert "HTTP 400 Bad Request" in json.dumps(final["conditions"])
+    assert any(event["reason"] == "Failed" for event in events), [e["reason"] for e in events]
+    assert sorted(where for where, text in shown.items() if _leaks(token, text)) == []
+    assert "x" * 100 + "***" in shown["logs"]  # the source's words reach the log, redacted

@@ -1,6 +1,7 @@
 """README's Kubernetes quick start, run as written on the local node: the block's commands
 exactly, after its four fill-in lines are given this machine's image, PostgreSQL and demo CRM,
-and CLUSTER_VALUES the values a local node needs (docs/kubernetes.md, "A local cluster")."""
+and CLUSTER_VALUES the values a local node needs (charts/ferryman/values-local.yaml and the API
+server's port, as docs/kubernetes.md's "A local cluster" says, and free host ports)."""
 
 from __future__ import annotations
 

@@ -39,8 +39,11 @@ def request(
     name: str = "run-1",
     workspace: str = "acme",
     kinds: list[str] | None = None,
+    provider_definition: dict[str, Any] | None = None,
     **option_changes: Any,
 ) -> runs.RunRequest:
+    """A run of the demo CRM provider (or of ``provider_definition``, a declarative provider
+    named ``democrm``, such as one of ``democrm_styles``)."""
     return runs.RunRequest(
         name=name,
         workspace=workspace,
@@ -49,6 +52,7 @@ def request(
         credential=SECRET,
         kinds=kinds or [],
         options=options(**option_changes),
+        provider_definition=provider_definition,
     )
 
 

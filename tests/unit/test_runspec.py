@@ -666,3 +666,31 @@ def test_the_json_schema_speaks_camel_case_and_forbids_unknown_fields() -> None:
     assert defs["MigrationRunSpec"]["properties"]["kinds"]["x-kubernetes-list-type"] == "set"
     assert defs["RunOptions"]["additionalProperties"] is False
     assert defs["MigrationRunStatus"]["properties"]["state"]
+
+
+# --- spec.mapping: a file (ferryman run) or a name (the operator) -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("mapping", "file", "name"),
+    [({"file": "mapping.yaml"}, "mapping.yaml", None), ({"name": "sales"}, None, "sales")],
+)
+def test_a_mapping_is_a_file_or_a_name(
+    mapping: dict[str, str], file: str | None, name: str | None
+) -> None:
+    found = runspec.parse_run(document(spec__mapping=mapping)).spec.mapping
+    assert found is not None and (found.file, found.name) == (file, name)
+
+
+@pytest.mark.parametrize("mapping", [{}, {"file": "mapping.yaml", "name": "sales"}])
+def test_a_mapping_needs_exactly_one_of_file_and_name(mapping: dict[str, str]) -> None:
+    assert only_problem(document(spec__mapping=mapping)) == (
+        "spec.mapping: give exactly one of file (a mapping YAML file, read by `ferryman run`) "
+        "and name (a MigrationMapping in the run's namespace, read by the operator)"
+    )
+
+
+def test_a_mapping_name_is_a_kubernetes_name() -> None:
+    assert only_problem(document(spec__mapping={"name": "Sales_1"})).startswith(
+        "spec.mapping.name: must be a DNS-1123 subdomain"
+    )

@@ -10,10 +10,13 @@ import datetime
 from typing import Any
 
 from ferryman_worker import eta as _eta
+from ferryman_worker import providers as _providers
 from ferryman_worker import settings, wording
 from ferryman_worker.db import connect as _connect
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.destinations import mapping as _mapping
+from ferryman_worker.destinations.mapping import Mapping as MappingSpec
 from ferryman_worker.engine import runs
 from ferryman_worker.engine.credentials import (
     HOSTS_ANNOTATION,
@@ -24,7 +27,9 @@ from ferryman_worker.engine.credentials import (
 )
 from ferryman_worker.engine.runs import AdmissionRefused, Sealed, WorkspaceOwned
 from ferryman_worker.engine.schedule import LANE
-from ferryman_worker.errors import ConfigurationError, DatabaseError, FerrymanError
+from ferryman_worker.errors import ConfigurationError, DatabaseError, FerrymanError, MappingInvalid
+from ferryman_worker.providers import declarative as _declarative
+from ferryman_worker.providers.declarative.spec import ProviderSpecBody as ProviderSpec
 from ferryman_worker.runspec import (
     MigrationRun,
     MigrationRunStatus,
@@ -49,9 +54,12 @@ __all__ = [
     "Credential",
     "DatabaseError",
     "FerrymanError",
+    "MappingInvalid",
+    "MappingSpec",
     "MigrationRun",
     "MigrationRunStatus",
     "PhaseEta",
+    "ProviderSpec",
     "RunEta",
     "RunProgress",
     "RunState",
@@ -68,10 +76,14 @@ __all__ = [
     "forget",
     "load_run",
     "load_run_file",
+    "mapping_document",
+    "mapping_file_refused",
     "migrations_width",
     "parse_hosts",
     "parse_run",
     "progress",
+    "provider_definition",
+    "provider_installed",
     "request_for",
     "resume",
     "retry",
@@ -117,6 +129,29 @@ def run_key(run: MigrationRun) -> str:
     return f"{run.metadata.namespace}/{run.metadata.name}"
 
 
+def provider_installed(name: str) -> bool:
+    """Whether a provider named ``name`` is installed (a built-in, or a plug-in's)."""
+    try:
+        _providers.load(name)
+    except ConfigurationError:
+        return False
+    return True
+
+
+def provider_definition(name: str, spec: object, source: str) -> dict[str, Any]:
+    """The declarative provider whose spec is ``spec`` (a MigrationProvider's), named ``name``,
+    as a run snapshots it; ConfigurationError, one line per problem naming its field, when the
+    model refuses it (``source`` names the resource in the message)."""
+    document = {"metadata": {"name": name}, "spec": spec}
+    return _declarative.DeclaredProvider(_declarative.check(document, source)).definition()
+
+
+def mapping_document(spec: object, source: str) -> dict[str, Any]:
+    """The mapping whose document is ``spec`` (a MigrationMapping's), as a run is given it;
+    MappingInvalid, one line per problem naming its field, when the model refuses it."""
+    return _mapping.dump(_mapping.parse(spec, source=source))
+
+
 def request_for(
     run: MigrationRun,
     lane_width: int,
@@ -133,8 +168,10 @@ def request_for(
     options = spec.options
     if spec.mapping is not None and mapping is None:
         raise ConfigurationError(
-            f"spec.mapping.file: {spec.mapping.file!r} is read by `ferryman run` only; here, "
-            "leave spec.mapping out (the provider's shipped mapping is used)"
+            mapping_file_refused(spec.mapping.file)
+            if spec.mapping.file is not None
+            else f"spec.mapping.name: MigrationMapping {spec.mapping.name!r} was not read: the "
+            "operator reads it at admission; `ferryman run` reads spec.mapping.file"
         )
     namespace = run.metadata.namespace if sealed is not None else None
     return runs.RunRequest(
@@ -157,6 +194,16 @@ def request_for(
         provider_definition=provider_definition,
         source_options=dict(source.options),
         mode="delta" if spec.mode is RunMode.DELTA else "full",
+    )
+
+
+def mapping_file_refused(file: str) -> str:
+    """Why the operator refuses ``spec.mapping.file``, and what to use instead."""
+    return (
+        f"spec.mapping.file: {file!r} is read by `ferryman run` only; on Kubernetes create the "
+        "mapping as a MigrationMapping in the run's namespace (`kubectl apply` of a document "
+        "with kind MigrationMapping and the mapping as its spec) and name it in "
+        "spec.mapping.name instead"
     )
 
 
@@ -336,6 +383,40 @@ def eta(conn: Connection, run_id: int) -> RunEta | None:
     """The running run's ETA for ``.status.eta`` (None: it does not run, or is suspended)."""
     found = _eta.read(conn, run_id, runs.kind_progress(conn, run_id))
     return None if found is None else eta_status(found)
+
+
+@dataclasses.dataclass(frozen=True)
+class LiveRun:
+    """What a refresh shows of one run: its aggregate, and while it runs the "retrying …" line
+    and its ETA."""
+
+    progress: RunProgress
+    retrying: str | None = None
+    eta: RunEta | None = None
+
+
+def live_progress(conn: Connection, names: list[str], now: datetime.datetime) -> dict[str, LiveRun]:
+    """``progress``, ``retrying`` and ``eta`` of every run named in ``names`` (``namespace/name``;
+    a name with no run is left out) in at most four statements, however many runs are named."""
+    rows = runs.live_progress(conn, names) if names else []
+    moving = [int(row["id"]) for row in rows if _eta.running(row)]
+    failing = runs.retrying_of(conn, moving) if moving else {}
+    active: dict[int, list[dict[str, Any]]] = {run_id: [] for run_id in moving}
+    for kind in runs.kind_progress_of(conn, moving) if moving else []:
+        active[int(kind["run_id"])].append(kind)
+    work = _eta.open_work(conn, moving) if moving else {}
+    found = {}
+    for row in rows:
+        run_id = int(row["id"])
+        failed = failing.get(run_id)
+        found[str(row["name"])] = LiveRun(
+            _progress(row),
+            None if failed is None else wording.retrying_line(failed, now).strip(),
+            eta_status(_eta.of_run(row, active[run_id], work[run_id]))
+            if run_id in active
+            else None,
+        )
+    return found
 
 
 def eta_status(found: _eta.Estimate) -> RunEta:

@@ -5,7 +5,8 @@ Messages say what went wrong and what to do about it, and never contain a secret
 
     FerrymanError
     ├── ConfigurationError        bad settings, lanes, pool sizes: refused at start-up
-    │   └── RunSpecError          a MigrationRun document is invalid (every problem, one a line)
+    │   ├── RunSpecError          a MigrationRun document is invalid (every problem, one a line)
+    │   └── MappingInvalid        a run's mapping is invalid, or cannot write in this database
     ├── DatabaseError             PostgreSQL unreachable or refused a statement (wraps psycopg)
     │   └── MigrationError        a schema migration failed or the schema is out of date
     └── QueueError                misuse of the queue's public API, or a job the queue gave up on
@@ -32,6 +33,11 @@ class RunSpecError(ConfigurationError):
     def __init__(self, message: str, problems: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.problems = problems or (message,)
+
+
+class MappingInvalid(ConfigurationError):
+    """A run's mapping does not validate, does not fit its provider, or cannot write in this
+    database (the catalog's answer): every problem, one a line, naming the field and the fix."""
 
 
 class DatabaseError(FerrymanError):

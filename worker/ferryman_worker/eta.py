@@ -285,15 +285,36 @@ def costs_of(provider: Provider, kinds: list[str]) -> dict[str, Costs]:
 def read(conn: Connection, run_id: int, progress: list[dict[str, Any]]) -> Estimate | None:
     """The ETA of run ``run_id`` while it runs (None: it does not); ``progress``: its
     ``runs.kind_progress`` rows (each kind's active seconds)."""
-    from ferryman_worker.providers import of_run
-
     run = conn.execute(queries.get("run_by_id", "engine.sql"), {"run_id": run_id}).fetchone()
-    if run is None or run["state"] != "running" or run["suspended"]:
+    if run is None or not running(run):
         return None
+    return of_run(run, progress, open_work(conn, [run_id]).get(run_id, []))
+
+
+def running(run: dict[str, Any]) -> bool:
+    """Whether the run (its ``ferryman_runs`` row) runs, so has an ETA."""
+    return bool(run["state"] == "running" and not run["suspended"])
+
+
+def open_work(conn: Connection, run_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """``eta.sql``'s ``open_work`` rows of each run of ``run_ids``, in one statement."""
+    found: dict[int, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
+    params = {"run_ids": run_ids}
+    for row in conn.execute(queries.get("open_work", "eta.sql"), params).fetchall():
+        found[int(row["run_id"])].append(row)
+    return found
+
+
+def of_run(
+    run: dict[str, Any], progress: list[dict[str, Any]], rows: list[dict[str, Any]]
+) -> Estimate:
+    """The ETA of the running ``run`` (its row: phases, phase, provider, options) from its
+    kinds' active seconds (``progress``) and its ``open_work`` rows."""
+    from ferryman_worker import providers
+
     active = {str(p["kind"]): float(p["active_seconds"] or 0.0) for p in progress}
-    rows = conn.execute(queries.get("open_work", "eta.sql"), {"run_id": run["id"]}).fetchall()
     seen = {str(r["kind"]): r for r in rows}
-    provider = of_run(run)
+    provider = providers.of_run(run)
     work = [
         _work(name, number, seen.get(name, {}), active.get(name, 0.0), provider)
         for number, names in enumerate(run["phases"])

@@ -104,6 +104,12 @@ def mapping_file(path: str, spec: contract.MigrationRun) -> dict[str, Any] | Non
     the spec names none."""
     if spec.spec.mapping is None:
         return None
+    if spec.spec.mapping.file is None:
+        raise ConfigurationError(
+            f"spec.mapping.name: {spec.spec.mapping.name!r} names a MigrationMapping, which "
+            "the operator reads on Kubernetes; `ferryman run` reads a file: use spec.mapping.file"
+            " with the mapping YAML's path (relative to the run file) instead"
+        )
     from ferryman_worker.destinations import mapping
 
     found = pathlib.Path(path).parent / spec.spec.mapping.file

@@ -116,7 +116,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
 {{/* FERRYMAN_DATABASE_URL from the component's Secret (database.roles.<component>, else
-     database.existingSecret), then extraEnv. Call with (dict "root" . "component" "worker"). */}}
+     database.existingSecret), the API server's address (apiServer: local clusters), then
+     extraEnv. Call with (dict "root" . "component" "worker"). */}}
 {{- define "ferryman.env" -}}
 {{- $root := .root }}
 {{- $own := index $root.Values.database.roles .component | default "" }}
@@ -125,6 +126,14 @@ app.kubernetes.io/component: {{ .component }}
     secretKeyRef:
       name: {{ $own | default $root.Values.database.existingSecret }}
       key: {{ $root.Values.database.secretKey }}
+{{- with $root.Values.apiServer.host }}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ . | quote }}
+{{- end }}
+{{- with $root.Values.apiServer.port }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ . | int | toString | quote }}
+{{- end }}
 {{- with $root.Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}

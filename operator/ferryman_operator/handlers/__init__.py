@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import kopf
 
+from ferryman_operator.fleet import Fleet
 from ferryman_operator.handlers import runs, startup
 from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.runs import Runs
@@ -15,9 +16,9 @@ from ferryman_operator.settings import OperatorSettings
 
 
 def build(
-    settings: OperatorSettings, run_reconciler: Runs, metrics: OperatorMetrics
+    settings: OperatorSettings, run_reconciler: Runs, metrics: OperatorMetrics, fleet: Fleet
 ) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     startup.register(registry, settings.request_timeout)
-    runs.register(registry, settings, run_reconciler, metrics)
+    runs.register(registry, run_reconciler, metrics, fleet)
     return registry

@@ -1,18 +1,20 @@
-"""MigrationRun handlers: create, update (spec, suspend, the retry annotation), a timer that
-refreshes status and admits queued runs, and delete (cancel, behind our finalizer)."""
+"""MigrationRun handlers: create, update (spec, suspend, the retry annotation), the indexes the
+fleet-wide refresh reads (it refreshes status and admits queued runs), and delete (cancel,
+behind our finalizer)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import kopf
 
 from ferryman_operator import crd
 from ferryman_operator.errors import DatabaseUnavailable
+from ferryman_operator.fleet import Fleet
 from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.reconcile.admission import Candidate
 from ferryman_operator.runs import Runs, candidate
-from ferryman_operator.settings import OperatorSettings
 
 RESOURCE = (crd.GROUP, crd.VERSION, crd.PLURAL)
 FINISHED = ("Succeeded", "Failed", "Cancelled")
@@ -22,9 +24,9 @@ BACKOFF = 5.0
 
 def register(
     registry: kopf.OperatorRegistry,
-    settings: OperatorSettings,
     runs: Runs,
     metrics: OperatorMetrics,
+    fleet: Fleet,
 ) -> None:
     @kopf.index(*RESOURCE, id="waiting", registry=registry)
     def waiting(body: kopf.Body, **_: Any) -> dict[str, Candidate]:
@@ -52,18 +54,18 @@ def register(
     ) -> None:
         await sync("updated", body, patch, waiting)
 
-    @kopf.timer(
-        *RESOURCE,
-        id="refresh",
-        interval=settings.status_interval,
-        backoff=BACKOFF,
-        when=live,
-        registry=registry,
-    )
-    async def refresh(
-        body: kopf.Body, patch: kopf.Patch, waiting: kopf.Index[str, Candidate], **_: Any
+    @kopf.index(*RESOURCE, id="live", when=live, registry=registry)
+    def live_runs(body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+        """Every live run's object (a copy), for the fleet-wide refresh; a finished run leaves."""
+        return {candidate(body).key: copy.deepcopy(dict(body))}
+
+    @kopf.on.event(*RESOURCE, id="listed", when=lambda **_: not fleet.listed, registry=registry)
+    async def listed(
+        live: kopf.Index[str, dict[str, Any]], waiting: kopf.Index[str, Candidate], **_: Any
     ) -> None:
-        await sync("refresh", body, patch, waiting)
+        """kopf calls no handler before it listed every run: the refresh may begin (on the
+        event loop: an asyncio.Event is set)."""
+        fleet.list_done(live, waiting)
 
     @kopf.daemon(
         *RESOURCE, id="finished", when=finished, cancellation_timeout=1.0, registry=registry
@@ -83,7 +85,8 @@ def register(
 
 
 def live(status: kopf.Status, **_: Any) -> bool:
-    """A run that is not finished (new, queued, running, suspended): refreshed every interval."""
+    """A run that is not finished (new, queued, running, suspended): refreshed every interval
+    (``fleet``)."""
     return (status or {}).get("state") not in FINISHED
 
 

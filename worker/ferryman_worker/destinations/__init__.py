@@ -32,7 +32,7 @@ from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.destinations import catalog, generate
 from ferryman_worker.destinations.mapping import Mapping, dump, load_file, parse
-from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.errors import MappingInvalid
 from ferryman_worker.providers import Provider
 
 
@@ -168,10 +168,10 @@ def writer_for(run: dict[str, Any], provider: Provider, kind: str) -> Writer:
 
 def snapshot(conn: Connection, mapping: Mapping, kinds: list[str]) -> dict[str, Any]:
     """What a run keeps of its mapping: the mapping and what the catalog says of its tables.
-    ConfigurationError, one line per problem, if the mapping cannot write here."""
+    MappingInvalid, one line per problem, if the mapping cannot write here."""
     report = catalog.check(conn, mapping, kinds)
     if report.problems:
-        raise ConfigurationError(
+        raise MappingInvalid(
             f"mapping for {mapping.provider!r} cannot write here:\n  "
             + "\n  ".join(report.problems)
         )
@@ -192,18 +192,18 @@ def builtin(provider: str) -> Mapping | None:
 
 def mapping_for(document: object | None, provider: Provider) -> Mapping | None:
     """The run's mapping: ``document`` (``spec.mapping``, parsed) validated, or, if there is
-    none, the one shipped for the provider. ConfigurationError names what does not fit."""
+    none, the one shipped for the provider. MappingInvalid names what does not fit."""
     mapping = parse(document, source="spec.mapping") if document is not None else None
     if mapping is None:
         return builtin(provider.name)
     if mapping.provider != provider.name:
-        raise ConfigurationError(
+        raise MappingInvalid(
             f"spec.mapping.provider: the mapping is for {mapping.provider!r}, the run's "
             f"provider is {provider.name!r}: use a mapping written for {provider.name!r}"
         )
     unknown = sorted(set(mapping.kinds) - set(provider.kinds))
     if unknown:
-        raise ConfigurationError(
+        raise MappingInvalid(
             f"spec.mapping.kinds: {unknown} not provided by {provider.name!r}; it provides "
             f"{sorted(provider.kinds)}"
         )

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.errors import ConfigurationError, MappingInvalid
 
 IDENTIFIER: Final = r"^[a-z][a-z0-9_]*$"
 POINTER: Final = r"^(/([^~/]|~[01])*)+$"
@@ -291,7 +291,7 @@ def _cycle(after: dict[str, set[str]]) -> str:
 
 
 def parse(document: object, *, source: str = "<mapping>") -> Mapping:
-    """Validate a parsed mapping document; ConfigurationError lists every problem by its path."""
+    """Validate a parsed mapping document; MappingInvalid lists every problem by its path."""
     try:
         return Mapping.model_validate(document, by_alias=True, by_name=False)
     except ValidationError as exc:
@@ -300,7 +300,7 @@ def parse(document: object, *, source: str = "<mapping>") -> Mapping:
             for error in exc.errors(include_input=False, include_url=False)
         ]
     lines = "".join(f"\n  {problem}" for problem in problems)
-    raise ConfigurationError(f"{source}: not a valid mapping:{lines}")
+    raise MappingInvalid(f"{source}: not a valid mapping:{lines}")
 
 
 def load_file(path: str | os.PathLike[str]) -> Mapping:

@@ -6,6 +6,11 @@ index in its chain and its token (any JSON value), plus the offset inside the pa
 ``processed_offset``). The guard fails the task (``PagingLoop``) when the source names a token
 it already gave in this chain, or answers a page identical to the one before: a pagination that
 loops would otherwise walk for ever.
+
+A token the source says is gone (an expired cursor: HTTP 410, or whatever the kind's response
+policy calls gone) restarts its chain from the chain's first page (``restarted``): what the chain
+wrote before is listed again and the ledger writes it once. A chain restarts at most
+``MAX_RESTARTS`` times; then its task fails with the source's answer.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from ferryman_worker.providers import Kind, Provider, Reply, Request
 RECENT_TOKENS = 8
 """Tokens of a chain remembered by the guard (a loop longer than this is caught by the page
 digest only if it repeats a page)."""
+MAX_RESTARTS = 3
+"""How often a chain may begin again after its token expired."""
 
 
 class PagingLoop(SourceError):
@@ -48,6 +55,8 @@ class Position:
     """The digest of the page before it in the chain."""
     tokens: tuple[str, ...] = ()
     """Digests of the chain's recent tokens."""
+    restarts: int = 0
+    """How often the chain began again after the source said its token was gone."""
 
     @classmethod
     def start(cls, kind: Kind, part: int = 0, stripe: int = 0, size: int = 0) -> Position:
@@ -64,6 +73,7 @@ class Position:
             cursor.get("token"),
             cursor.get("previous"),
             tuple(cursor.get("tokens", ())),
+            int(cursor.get("restarts", 0)),
         )
 
     def cursor(self) -> dict[str, Any]:
@@ -72,7 +82,27 @@ class Position:
             found["previous"] = self.previous
         if self.tokens:
             found["tokens"] = list(self.tokens)
+        if self.restarts:
+            found["restarts"] = self.restarts
         return found
+
+    def restartable(self, kind: Kind) -> bool:
+        """Whether a gone token here means an expired one: a chain's later page (a striped
+        style's tokens are computed, and never expire)."""
+        return not kind.pagination.striped and self.token != kind.pagination.first()
+
+    def restarted(self, kind: Kind, error: SourceError) -> Position:
+        """The chain's first page, as the next page of this chain (its page index goes on, so
+        the tasks it creates are new); ``error`` (the source's answer) when it restarted
+        ``MAX_RESTARTS`` times already."""
+        if self.restarts >= MAX_RESTARTS:
+            raise SourceError(
+                f"{kind.name}: the source expired the chain's page token {self.restarts + 1}"
+                f" times ({error}); its pages must be walked faster than it expires them",
+                retryable=False,
+                status=error.status,
+            )
+        return Position(self.part, self.page, kind.pagination.first(), restarts=self.restarts + 1)
 
     def key(self, kind: Kind) -> str:
         """The task's cursor key: unique in the run and kind."""
@@ -133,14 +163,14 @@ def following(
         max_pages = pagination.stops.max_pages
         if max_pages and page >= max_pages:
             return None
-        return Position(at.part, page, token, page_digest)
+        return Position(at.part, page, token, page_digest, restarts=at.restarts)
     seen = (*at.tokens, digest(at.token))[-RECENT_TOKENS:]
     if token == at.token or digest(token) in seen:
         raise PagingLoop(
             f"{kind.name}: the source gave the token {_shown(token)} again after page"
             f" {at.page + 1}: its pagination loops (check the kind's pagination style)"
         )
-    return Position(at.part, at.page + 1, token, page_digest, seen)
+    return Position(at.part, at.page + 1, token, page_digest, seen, at.restarts)
 
 
 def _shown(token: Any, limit: int = 80) -> str:

@@ -4,6 +4,7 @@ suspend, resume and cancel. What the operator may call goes through ``ferryman_w
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import psycopg
@@ -198,17 +199,28 @@ def by_name(conn: Connection, name: str) -> dict[str, Any] | None:
 
 def progress(conn: Connection, run_id: int | None = None) -> list[dict[str, Any]]:
     """One aggregate row per run (or for one run): tasks by state and row counts."""
-    return conn.execute(queries.engine("run_progress"), {"run_id": run_id}).fetchall()
+    params = {"run_id": run_id, "names": None}
+    return conn.execute(queries.engine("run_progress"), params).fetchall()
 
 
 def retrying(conn: Connection, run_id: int) -> dict[str, Any] | None:
     """The tasks of a running, not suspended run that wait to try again after a failed attempt:
     ``tasks`` (how many) and the latest failure (task_id, kind, last_error, attempts,
     max_attempts, run_at); None if there are none."""
-    row: dict[str, Any] | None = conn.execute(
-        queries.engine("run_retrying"), {"run_id": run_id}
-    ).fetchone()
-    return row
+    return retrying_of(conn, [run_id]).get(run_id)
+
+
+def retrying_of(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """``retrying`` of each run of ``run_ids`` that has such tasks, in one statement."""
+    rows = conn.execute(queries.engine("run_retrying"), {"run_ids": list(run_ids)}).fetchall()
+    return {int(row["run_id"]): row for row in rows}
+
+
+def live_progress(conn: Connection, names: Sequence[str]) -> list[dict[str, Any]]:
+    """``progress`` of each run named in ``names`` (those that exist), with its provider and
+    options, in one statement."""
+    params = {"run_id": None, "names": list(names)}
+    return conn.execute(queries.engine("run_progress"), params).fetchall()
 
 
 def row_errors(
@@ -221,7 +233,12 @@ def row_errors(
 
 
 def kind_progress(conn: Connection, run_id: int) -> list[dict[str, Any]]:
-    return conn.execute(queries.engine("kind_progress"), {"run_id": run_id}).fetchall()
+    return kind_progress_of(conn, [run_id])
+
+
+def kind_progress_of(conn: Connection, run_ids: Sequence[int]) -> list[dict[str, Any]]:
+    """Per run of ``run_ids`` (``run_id``) and kind: its tasks, rows and active seconds."""
+    return conn.execute(queries.engine("kind_progress"), {"run_ids": list(run_ids)}).fetchall()
 
 
 def suspend(conn: Connection, run_id: int) -> bool:

@@ -8,8 +8,14 @@ Every write happens on the job thread, in windows, in order.
 
 from __future__ import annotations
 
+import logging
+
 from ferryman_worker.engine import paging, tree, windows
 from ferryman_worker.engine.scope import Scope
+from ferryman_worker.engine.source import SourceError
+from ferryman_worker.providers import Reply
+
+log = logging.getLogger("ferryman.engine")
 
 
 def walk(scope: Scope) -> None:
@@ -24,12 +30,25 @@ def walk_pages(scope: Scope) -> None:
     """One listing page: fetch, write in windows from the task's offset inside it, finish."""
     options, kind = scope.options, scope.kind
     at, size = paging.Position.of(scope.task["cursor"]), paging.page_size(options, kind)
-    reply = scope.fetch(paging.request(scope.provider, kind, at, size, None, *scope.listing_extras))
+    at, reply, offset = fetch_page(scope, at, size)
     records = scope.provider.records(kind.name, reply)
     following = paging.following(kind, at, reply, records, size, int(options["stripes"]))
-    offset = int(scope.task["processed_offset"])
     parts = list(windows.split(records[offset:], int(options["window_size"]))) or [[]]
     for window in parts[:-1]:
         offset += len(window)
         scope.commit_window(window, offset)
     scope.commit_window(parts[-1], offset + len(parts[-1]), finish=True, following=following)
+
+
+def fetch_page(scope: Scope, at: paging.Position, size: int) -> tuple[paging.Position, Reply, int]:
+    """The page at ``at``, its position and the task's offset inside it; when the source says
+    the page's token is gone (expired), the chain's first page instead, written from its start
+    (the ledger holds what it lists again)."""
+    kind, extras = scope.kind, scope.listing_extras
+    request = paging.request(scope.provider, kind, at, size, None, *extras)
+    answer = scope.call_all([request], gone_ok=at.restartable(kind))[0]
+    if not isinstance(answer, SourceError):
+        return at, answer, int(scope.task["processed_offset"])
+    at = at.restarted(kind, answer)
+    log.info("%s: %s; the chain begins again at its first page", kind.name, answer)
+    return at, scope.fetch(paging.request(scope.provider, kind, at, size, None, *extras)), 0

@@ -206,11 +206,28 @@ class RunOptions(_Model):
     """Parent records (e.g. deals) whose children (e.g. their messages) one tree task imports."""
 
 
-class MappingRef(_Model):
-    """Where the run's mapping is: which of the application's tables each kind is written to."""
+MAPPING_ONE_OF: Final = (
+    "give exactly one of file (a mapping YAML file, read by `ferryman run`) and name (a "
+    "MigrationMapping in the run's namespace, read by the operator)"
+)
 
-    file: Annotated[str, Field(min_length=1, max_length=4096)]
-    """A mapping YAML file, relative to the run file (read by `ferryman run`)."""
+
+class MappingRef(_Model):
+    """Where the run's mapping is: which of the application's tables each kind is written to.
+    Exactly one of ``file`` (``ferryman run``) and ``name`` (on Kubernetes)."""
+
+    file: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """A mapping YAML file, relative to the run file (read by `ferryman run` only)."""
+
+    name: DnsSubdomain | None = None
+    """A MigrationMapping in the run's namespace (read by the operator only), checked against
+    the database and snapshotted into the run when it is admitted."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        if (self.file is None) == (self.name is None):
+            raise PydanticCustomError("mapping_one_of", MAPPING_ONE_OF)
+        return self
 
 
 class ConflictPolicy(enum.StrEnum):
@@ -255,7 +272,12 @@ class MigrationRunSpec(_Model):
     mapping: Annotated[
         MappingRef | None,
         Field(
-            json_schema_extra={"x-kubernetes-validations": [_cel("self == oldSelf", _IMMUTABLE)]}
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    _cel("self == oldSelf", _IMMUTABLE),
+                    _cel("has(self.file) != has(self.name)", MAPPING_ONE_OF),
+                ]
+            }
         ),
     ] = None
     """Where the records go in the application's tables; absent: the mapping the provider ships,

@@ -221,68 +221,78 @@ SELECT source_id FROM ferryman_ledger
  WHERE workspace = %(workspace)s AND kind = %(kind)s AND source_id = ANY(%(source_ids)s::text[]);
 
 -- name: run_progress
--- One aggregate per run: tasks by state and rows, summed from the task rows (no hot counter).
+-- One aggregate per run (every run, the run ``run_id``, or the runs named in ``names``): tasks by
+-- state and rows, summed from the task rows (no hot counter), with what its ETA needs
+-- (provider and its snapshot, options). The operator reads every live run with one of these per refresh.
 SELECT r.id, r.name, r.workspace, r.state, r.suspended, r.phase, r.phases, r.kinds,
-       r.created_at, r.started_at, r.finished_at, r.heartbeat_at, r.error,
-       count(t.id) AS tasks_total,
-       count(t.id) FILTER (WHERE t.status = 'done') AS tasks_done,
-       count(t.id) FILTER (WHERE t.status = 'running') AS tasks_running,
-       count(t.id) FILTER (WHERE t.status IN ('pending', 'queued')) AS tasks_waiting,
-       count(t.id) FILTER (WHERE t.status = 'failed') AS tasks_failed,
-       coalesce(sum(t.rows_written), 0) AS rows_written,
-       coalesce(sum(t.rows_skipped), 0) AS rows_skipped,
-       coalesce(sum(t.rows_failed), 0) AS rows_failed
-  FROM ferryman_runs r LEFT JOIN ferryman_tasks t ON t.run_id = r.id
+       r.created_at, r.started_at, r.finished_at, r.heartbeat_at, r.error, r.provider,
+       r.provider_definition,
+       r.options, t.*
+  FROM ferryman_runs r
+ CROSS JOIN LATERAL (
+       SELECT count(t.id) AS tasks_total,
+              count(t.id) FILTER (WHERE t.status = 'done') AS tasks_done,
+              count(t.id) FILTER (WHERE t.status = 'running') AS tasks_running,
+              count(t.id) FILTER (WHERE t.status IN ('pending', 'queued')) AS tasks_waiting,
+              count(t.id) FILTER (WHERE t.status = 'failed') AS tasks_failed,
+              coalesce(sum(t.rows_written), 0) AS rows_written,
+              coalesce(sum(t.rows_skipped), 0) AS rows_skipped,
+              coalesce(sum(t.rows_failed), 0) AS rows_failed
+         FROM ferryman_tasks t WHERE t.run_id = r.id) t
  WHERE (%(run_id)s::bigint IS NULL OR r.id = %(run_id)s)
- GROUP BY r.id ORDER BY r.id;
+   AND (%(names)s::text[] IS NULL OR r.name = ANY(%(names)s))
+ ORDER BY r.id;
 
 -- name: run_retrying
--- A running (not suspended) run's tasks whose job failed an attempt and waits to try again (the
--- task stays running, held by its job): how many, and the latest failure with its attempts and
--- next try.
-SELECT count(*) OVER () AS tasks, t.id AS task_id, t.kind, j.last_error, j.attempts,
-       j.max_attempts, j.run_at
+-- Each running (not suspended) run of ``run_ids`` whose tasks' jobs failed an attempt and wait to
+-- try again (the task stays running, held by its job): one row per such run, with how many, and
+-- the latest failure with its attempts and next try.
+SELECT DISTINCT ON (r.id) r.id AS run_id, count(*) OVER (PARTITION BY r.id) AS tasks,
+       t.id AS task_id, t.kind, j.last_error, j.attempts, j.max_attempts, j.run_at
   FROM ferryman_runs r
   JOIN ferryman_tasks t ON t.run_id = r.id
   JOIN ferryman_jobs j ON j.id = t.job_id
- WHERE r.id = %(run_id)s AND r.state = 'running' AND NOT r.suspended AND t.status = 'running'
-   AND j.status = 'ready' AND j.attempts > 0 AND j.last_error IS NOT NULL
- ORDER BY j.run_at DESC
- LIMIT 1;
+ WHERE r.id = ANY(%(run_ids)s::bigint[]) AND r.state = 'running' AND NOT r.suspended
+   AND t.status = 'running' AND j.status = 'ready' AND j.attempts > 0
+   AND j.last_error IS NOT NULL
+ ORDER BY r.id, j.run_at DESC;
 
 -- name: kind_progress
--- Per kind: tasks, rows, whether it is a tree kind (its tasks list parents), and active_seconds,
--- the time some task of the kind was working (the union of its tasks' spans from claim to end, or
+-- Per run of ``run_ids`` and kind: tasks, rows, whether it is a tree kind (its tasks list
+-- parents), and active_seconds, the time some task of the kind was working (the union of its tasks' spans from claim to end, or
 -- to the last checkpoint of a task stopped by a suspension): a suspended run's pause does not
 -- count against its rate.
 WITH spans AS (
-    SELECT kind, claimed_at AS s,
+    SELECT run_id, kind, claimed_at AS s,
            CASE WHEN status = 'running' THEN greatest(now(), claimed_at)
                 ELSE coalesce(finished_at, heartbeat_at, claimed_at) END AS e
-      FROM ferryman_tasks WHERE run_id = %(run_id)s AND claimed_at IS NOT NULL
+      FROM ferryman_tasks
+     WHERE run_id = ANY(%(run_ids)s::bigint[]) AND claimed_at IS NOT NULL
 ), marked AS (
-    SELECT kind, s, e,
-           CASE WHEN s <= max(e) OVER (PARTITION BY kind ORDER BY s, e
+    SELECT run_id, kind, s, e,
+           CASE WHEN s <= max(e) OVER (PARTITION BY run_id, kind ORDER BY s, e
                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
                 THEN 0 ELSE 1 END AS starts_island
       FROM spans
 ), islands AS (
-    SELECT kind, s, e, sum(starts_island) OVER (PARTITION BY kind ORDER BY s, e) AS island
+    SELECT run_id, kind, s, e,
+           sum(starts_island) OVER (PARTITION BY run_id, kind ORDER BY s, e) AS island
       FROM marked
 ), active AS (
-    SELECT kind, sum(extract(epoch FROM island_end - island_start))::float8 AS seconds
-      FROM (SELECT kind, min(s) AS island_start, max(e) AS island_end
-              FROM islands GROUP BY kind, island) i
-     GROUP BY kind
+    SELECT run_id, kind, sum(extract(epoch FROM island_end - island_start))::float8 AS seconds
+      FROM (SELECT run_id, kind, min(s) AS island_start, max(e) AS island_end
+              FROM islands GROUP BY run_id, kind, island) i
+     GROUP BY run_id, kind
 )
-SELECT t.kind, t.phase, count(*) AS tasks, count(*) FILTER (WHERE t.status = 'done') AS done,
+SELECT t.run_id, t.kind, t.phase, count(*) AS tasks,
+       count(*) FILTER (WHERE t.status = 'done') AS done,
        sum(t.rows_written) AS written, sum(t.rows_skipped) AS skipped,
        sum(t.rows_failed) AS failed, min(t.claimed_at) AS first_claim,
        max(t.finished_at) AS last_finish, coalesce(max(a.seconds), 0) AS active_seconds,
        bool_or(t.cursor ? 'parents') AS tree
-  FROM ferryman_tasks t LEFT JOIN active a ON a.kind = t.kind
- WHERE t.run_id = %(run_id)s
- GROUP BY t.kind, t.phase ORDER BY t.phase, t.kind;
+  FROM ferryman_tasks t LEFT JOIN active a ON a.run_id = t.run_id AND a.kind = t.kind
+ WHERE t.run_id = ANY(%(run_ids)s::bigint[])
+ GROUP BY t.run_id, t.kind, t.phase ORDER BY t.run_id, t.phase, t.kind;
 
 -- name: ensure_budget
 INSERT INTO ferryman_rate_budgets (credential, tokens, capacity, refill_per_s)

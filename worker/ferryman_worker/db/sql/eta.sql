@@ -1,15 +1,16 @@
 -- The work a run has left, for its ETA (worker/ferryman_worker/eta.py).
 
 -- name: open_work
--- Per kind of the run: its phase, tasks (all, done), the rows handled (written, skipped or
+-- Per run of ``run_ids`` and kind: its phase, tasks (all, done), the rows handled (written, skipped or
 -- malformed), the time some task of the kind was working, and for a tree kind its parents in
 -- all and those already walked (a done task's all, a running one's up to its checkpoint).
-SELECT t.kind, t.phase, count(*) AS tasks, count(*) FILTER (WHERE t.status = 'done') AS done,
+SELECT t.run_id, t.kind, t.phase, count(*) AS tasks,
+       count(*) FILTER (WHERE t.status = 'done') AS done,
        coalesce(sum(t.rows_written + t.rows_skipped + t.rows_failed), 0)::bigint AS rows,
        coalesce(sum(jsonb_array_length(t.cursor -> 'parents')), 0)::bigint AS parents,
        coalesce(sum(CASE WHEN t.status = 'done' THEN jsonb_array_length(t.cursor -> 'parents')
                          ELSE least(t.processed_offset, jsonb_array_length(t.cursor -> 'parents'))
                     END), 0)::bigint AS parents_done
   FROM ferryman_tasks t
- WHERE t.run_id = %(run_id)s
- GROUP BY t.kind, t.phase ORDER BY t.phase, t.kind;
+ WHERE t.run_id = ANY(%(run_ids)s::bigint[])
+ GROUP BY t.run_id, t.kind, t.phase ORDER BY t.run_id, t.phase, t.kind;

@@ -1,0 +1,90 @@
+"""The refresh of every live run, without a cluster: which runs it decides from the one read of
+them all, and which need a visit of their own (a statement each)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from runprogress import run_progress
+from tests.unit.test_runspec import VALID
+
+from ferryman_operator.reconcile import admission, refresh
+from ferryman_operator.reconcile.admission import Candidate
+from ferryman_operator.reconcile.conditions import Wanted
+from ferryman_operator.reconcile.status import Observation, Refusal
+from ferryman_worker import contract
+from ferryman_worker.contract import LiveRun, RunState
+
+WORKERS = Wanted("WorkersReady", "True", "PoolSpecApplied", "fits")
+OLDER = Candidate("2026-12-01T11:00:00Z", "ns/older", "acme", "Queued")
+
+
+def run(**spec: Any) -> contract.MigrationRun:
+    body = copy.deepcopy(VALID)
+    body["metadata"]["namespace"] = "ns"
+    body["spec"].update(spec)
+    return contract.parse_run(body, source="ns/acme-crm")
+
+
+def settled(
+    found: LiveRun | None,
+    *,
+    spec: dict[str, Any] | None = None,
+    old: dict[str, Any] | None = None,
+    annotation: str | None = None,
+    ahead: Candidate | None = None,
+    busy: dict[str, str] | None = None,
+) -> Observation | None:
+    return refresh.settled(
+        found, run(**(spec or {})), old or {}, annotation, ahead, WORKERS, busy or {}
+    )
+
+
+def test_a_running_run_is_observed_from_the_read_of_them_all() -> None:
+    found = LiveRun(run_progress(), retrying="retrying 1 task", eta=None)
+    assert settled(found) == Observation(WORKERS, progress=found.progress, retrying=found.retrying)
+
+
+def test_a_finished_or_suspended_run_as_its_spec_wants_is_observed_too() -> None:
+    done = LiveRun(run_progress(state=RunState.SUCCEEDED))
+    paused = LiveRun(run_progress(suspended=True))
+    assert settled(done) == Observation(WORKERS, progress=done.progress)
+    assert settled(paused, spec={"suspend": True}) == Observation(WORKERS, progress=paused.progress)
+
+
+def test_a_run_to_suspend_resume_retry_or_restart_needs_its_own_visit() -> None:
+    assert settled(LiveRun(run_progress()), spec={"suspend": True}) is None
+    assert settled(LiveRun(run_progress(suspended=True))) is None
+    failed = LiveRun(run_progress(state=RunState.FAILED))
+    assert settled(failed, annotation="1", old={"lastRetry": None}) is None
+    assert settled(failed, annotation="1", old={"lastRetry": "1"}) is not None  # taken already
+    assert settled(LiveRun(run_progress(tasks_total=0))) is None  # its start was cut short
+
+
+def test_a_run_not_admitted_waits_behind_an_older_one_or_a_live_one_without_a_statement() -> None:
+    behind = settled(None, ahead=OLDER)
+    assert behind == Observation(WORKERS, waiting=admission.behind_message("acme", "ns/older"))
+    busy = settled(None, busy={"acme": "ns/live"})
+    assert busy == Observation(WORKERS, waiting=admission.busy_message("acme", "ns/live"))
+    rejected = settled(None, spec={"conflictPolicy": "Reject"}, busy={"acme": "ns/live"})
+    assert rejected == Observation(
+        WORKERS, refused=Refusal("WorkspaceBusy", admission.reject_message("acme", "ns/live"))
+    )
+
+
+def test_a_run_first_in_line_of_a_free_workspace_needs_its_own_visit_to_be_admitted() -> None:
+    assert settled(None) is None
+    assert settled(None, busy={"other": "ns/live"}) is None
+    assert settled(None, ahead=OLDER, annotation="1") is None  # a retry is tried by its visit
+
+
+def test_a_refused_run_stays_refused_until_retried() -> None:
+    old = {
+        "state": "Failed",
+        "conditions": [
+            {"type": "Admitted", "status": "False", "reason": "InvalidSpec", "message": "bad"}
+        ],
+    }
+    assert settled(None, old=old) == Observation(WORKERS, refused=Refusal("InvalidSpec", "bad"))
+    assert settled(None, old=old, annotation="2") is None
