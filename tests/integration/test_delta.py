@@ -236,6 +236,48 @@ def test_on_deleted_set_marks_the_rows_once(crm: DemoCRM, db_url: str) -> None:
     assert _updates(db_url) == sorted(("crm_people", after[i]["id"]) for i in marked)
 
 
+def _messages(db_url: str) -> dict[int, dict[str, Any]]:
+    """Each message's row by source id, with its deal's source id and the ledger's version."""
+    with connect.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT m.source_id, m.subject, m.body, d.source_id AS deal, l.source_version"
+            " FROM crm_messages m JOIN crm_deals d ON d.id = m.deal_id"
+            " JOIN ferryman_ledger l ON l.kind = 'messages' AND l.source_id = m.source_id::text"
+        ).fetchall()
+    return {int(row["source_id"]): row for row in rows}
+
+
+def test_a_delta_reads_again_every_child_of_a_parent_it_wrote(db_url: str) -> None:
+    """A message edited at the source moves its deal's updated_at: the delta updates the deal,
+    reads every message of that deal again (bodies too) and updates the edited one; the
+    messages of the other deals are not fetched again, and nothing else changes."""
+    sizes = {**DATA, "organizations": 20, "people": 20, "deals": 12, "messages_per_deal": 4}
+    kinds = [*KINDS, "messages"]
+    with DemoCRM.start(seed=29, **sizes) as crm:
+        crm.change()
+        with credential(crm.api_key), engine_worker(db_url):
+            assert _run(db_url, crm.url, "full", kinds=kinds)["state"] == "succeeded"
+            before = _messages(db_url)
+            per_deal: dict[int, list[int]] = {}
+            for source_id, row in sorted(before.items()):
+                per_deal.setdefault(row["deal"], []).append(source_id)
+            thread = next(ids for _, ids in sorted(per_deal.items()) if len(ids) >= 2)
+            edited = thread[-1]
+            crm.change(update={"messages": [edited]})
+            crm.reset_stats()
+            done = _run(db_url, crm.url, "catch-up", "delta", kinds=kinds)
+            bodies = crm.stats()["requests"].get("GET /v1/messages/{id}", {})
+    assert done["state"] == "succeeded", done["error"]
+    after = _messages(db_url)
+    assert after[edited]["subject"] == before[edited]["subject"] + " (edit 1)"
+    assert after[edited]["source_version"] != before[edited]["source_version"]
+    assert {k: v for k, v in after.items() if k != edited} == {
+        k: v for k, v in before.items() if k != edited
+    }
+    assert bodies == {"200": len(thread)}  # the deal's messages, and no other deal's
+    assert len(per_deal) > 1
+
+
 def test_a_window_written_twice_applies_its_change_once_and_never_an_older_one(
     crm: DemoCRM, db_url: str
 ) -> None:

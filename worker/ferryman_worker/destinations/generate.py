@@ -50,11 +50,11 @@ _GONE_ROWS = sql.SQL(
 )
 """The same, returning the rows the ledger names (for onDeleted: delete or set)."""
 _REVERSIONED = sql.SQL(
-    "reversioned AS (UPDATE ferryman_ledger l SET source_version = v.ferryman_version"
-    " FROM revised v WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s"
-    " AND l.source_id = v.ferryman_source_id)"
+    "reversioned AS (UPDATE ferryman_ledger l SET source_version = v.ferryman_version,"
+    " version_run_id = %(run_id)s FROM revised v WHERE l.workspace = %(workspace)s"
+    " AND l.kind = %(kind)s AND l.source_id = v.ferryman_source_id)"
 )
-"""A delta's changed records (``revised``): the ledger's versions moved on."""
+"""A delta's changed records (``revised``): the ledger's versions moved on, by this run."""
 
 
 def _tail(tail: Tail, written: sql.Composable, skipped: sql.Composable) -> sql.Composable:
