@@ -20,11 +20,14 @@ Prints a table, then as its LAST line one JSON object with:
   window_50_gain (windows of 50 over 25, within each round), ratio_vs_dlt_append_2_processes
   (the same 4 lane threads as 2 worker processes x 2, over dlt appending),
   generated_vs_handwritten_writers (the writer generated from the demo CRM's mapping over its
-  hand-written PL/pgSQL writer, rows/s within each round), and load_avg_1min
-  (the machine's load: on a busy machine compare the ratios, not the rates).
+  hand-written PL/pgSQL writer, rows/s within each round), cpu_per_row_vs_dlt_append and
+  cpu_per_row_2_processes_vs_dlt_append (the CPU-seconds every process spent per row: the
+  loader's, the demo API's and PostgreSQL's, ferryman's over dlt appending's, within each
+  round), and load_avg_1min (the machine's load: on a busy machine compare the ratios, not the
+  rates).
 
     .venv/bin/python -P hack/bench/migrate.py [--quick] [--rounds N] [--cpus 0] [--processes 2]
-        [--peers-only] [--writers-only]
+        [--peers-only [--latency 0]] [--writers-only]
 
 ``--cpus`` pins the benchmark, the demo API and the embedded PostgreSQL it starts to those CPUs
 (Linux), to compare the engine and the baseline on fewer cores. ``--processes`` runs the
@@ -60,6 +63,9 @@ from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime, credential_e
 from ferryman_worker.queue.worker import Worker
 from ferryman_worker.runspec import RunOptions
 from ferryman_worker.settings import Settings
+
+sys.path.append(str(pathlib.Path(__file__).resolve().parent))
+import meter
 
 DEMOCRM = pathlib.Path(__file__).resolve().parents[1] / "democrm"
 DLT_LOAD = pathlib.Path(__file__).resolve().parent / "dlt_load.py"
@@ -290,7 +296,8 @@ def peers(dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int) -
     (``latency_ms`` per listing) into a fresh database of the same server, ``rounds`` times,
     the order rotating each round; each load in a process of its own, after a CHECKPOINT. Also
     the ratios of ferryman to each dlt mode within each round (a busy machine moves both)."""
-    rates = loads(dbs, count, rounds, latency_ms, PEERS)
+    measured = loads(dbs, count, rounds, latency_ms, PEERS)
+    rates, cpu = measured["rates"], measured["cpu"]
     ratios = {
         mode: [f / d for f, d in zip(rates["ferryman"], rates[mode], strict=True)]
         for mode in ("dlt_append", "dlt_merge", "ferryman_w25")
@@ -301,31 +308,41 @@ def peers(dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int) -
     ratios["two_processes"] = [
         f / d for f, d in zip(rates["ferryman_2p"], rates["dlt_append"], strict=True)
     ]
-    return {"rates": rates, "ratios": ratios}
+    ratios["cpu_vs_dlt_append"] = [
+        f["total"] / d["total"] for f, d in zip(cpu["ferryman"], cpu["dlt_append"], strict=True)
+    ]
+    ratios["cpu_2_processes_vs_dlt_append"] = [
+        f["total"] / d["total"] for f, d in zip(cpu["ferryman_2p"], cpu["dlt_append"], strict=True)
+    ]
+    return {"rates": rates, "ratios": ratios, "cpu": cpu}
 
 
 def loads(
     dbs: databases.Scratchpad, count: int, rounds: int, latency_ms: int, loaders: tuple[str, ...]
-) -> dict[str, list[float]]:
-    """Rows/s of each of ``loaders`` per round (see ``peers``)."""
+) -> dict[str, Any]:
+    """Rows/s of each of ``loaders`` per round (see ``peers``), and the CPU-seconds per 1,000
+    rows each load cost every process (the loader's, the demo API's, PostgreSQL's)."""
     rates: dict[str, list[float]] = {name: [] for name in loaders}
-    with democrm(organizations=count, people=0, deals=0, latency_ms=latency_ms) as (url, _):
+    cpu: dict[str, list[dict[str, float]]] = {name: [] for name in loaders}
+    with democrm(organizations=count, people=0, deals=0, latency_ms=latency_ms) as (url, pid):
         for round_ in range(rounds):
             turn = round_ % len(loaders)
             for name in loaders[turn:] + loaders[:turn]:
                 with dbs.fresh() as db:
                     with connect.connect(db) as conn:
                         conn.execute("CHECKPOINT")
-                    rows, seconds = _load(name, db, url, count)
+                    with meter.metered(pid, meter.postmaster(db)) as spent:
+                        rows, seconds = _load(name, db, url, count)
                 assert rows == count, (name, rows)
                 rates[name].append(rows / seconds)
-    return rates
+                cpu[name].append(spent.per_1000(rows))
+    return {"rates": rates, "cpu": cpu}
 
 
 def writers_only(dbs: databases.Scratchpad, count: int, rounds: int) -> None:
     """The generated writer against the hand-written one alone (no dlt needed): a line per
     round, then the JSON line with ``generated_vs_handwritten_writers``."""
-    rates = loads(dbs, count, rounds, 0, ("ferryman", "ferryman_handwritten"))
+    rates = loads(dbs, count, rounds, 0, ("ferryman", "ferryman_handwritten"))["rates"]
     ratios = [f / h for f, h in zip(rates["ferryman"], rates["ferryman_handwritten"], strict=True)]
     for round_, ratio in enumerate(ratios):
         generated, handwritten = rates["ferryman"][round_], rates["ferryman_handwritten"][round_]
@@ -402,6 +419,13 @@ def main() -> None:
         action="store_true",
         help="only the comparison with dlt (and windows of 25), at 0 and 20 ms listing latency",
     )
+    parser.add_argument(
+        "--latency",
+        type=int,
+        action="append",
+        choices=(0, 20),
+        help="with --peers-only: only this listing latency in ms (repeatable; default 0 and 20)",
+    )
     args = parser.parse_args()
     if args.cpus:
         os.sched_setaffinity(0, args.cpus)
@@ -415,7 +439,8 @@ def main() -> None:
             return
         results = {} if args.peers_only else measure(dbs, scale, rounds, args.processes)
         results["peers"] = {
-            latency: peers(dbs, 200_000 // scale, rounds, latency) for latency in (0, 20)
+            latency: peers(dbs, 200_000 // scale, rounds, latency)
+            for latency in args.latency or (0, 20)
         }
     results["load"] = (load_before, os.getloadavg())
     report(results)
@@ -483,6 +508,12 @@ def report(r: dict[str, Any]) -> None:
             f"generated_vs_handwritten_writers{suffix}": round(
                 statistics.median(ratios["handwritten"]), 3
             ),
+            f"cpu_per_row_vs_dlt_append{suffix}": round(
+                statistics.median(ratios["cpu_vs_dlt_append"]), 3
+            ),
+            f"cpu_per_row_2_processes_vs_dlt_append{suffix}": round(
+                statistics.median(ratios["cpu_2_processes_vs_dlt_append"]), 3
+            ),
         }
     summary["load_avg_1min"] = round(max(before[0], after[0]), 2)
     print(json.dumps(summary))
@@ -517,8 +548,10 @@ def peer_rows(peer: dict[str, Any], latency: int) -> list[tuple[str, str]]:
     }
     for name, label in names.items():
         median = statistics.median(rates[name])
-        rows.append((label, f"{median:,.0f} rows/s ({_each(rates[name])})"))
+        rows.append((label, f"{median:,.0f} rows/s ({_each(rates[name])}); {_cpu(peer, name)}"))
     for mode, label in (
+        ("cpu_vs_dlt_append", "CPU per row, ferryman / dlt_append"),
+        ("cpu_2_processes_vs_dlt_append", "CPU per row, ferryman 2 x 2 / dlt_append"),
         ("dlt_append", "ferryman / dlt_append"),
         ("dlt_merge", "ferryman / dlt_merge"),
         ("two_processes", "ferryman 2 x 2 / dlt_append"),
@@ -527,6 +560,16 @@ def peer_rows(peer: dict[str, Any], latency: int) -> list[tuple[str, str]]:
         each = " / ".join(f"{ratio:.2f}" for ratio in ratios[mode])
         rows.append((f"  {label}, per round", f"{statistics.median(ratios[mode]):.2f} ({each})"))
     return rows
+
+
+def _cpu(peer: dict[str, Any], name: str) -> str:
+    """The median CPU-seconds per 1,000 rows of a loader's loads, in all and by process."""
+    spent = peer["cpu"][name]
+    median = {part: statistics.median(load[part] for load in spent) for part in spent[0]}
+    return (
+        f"CPU-s per 1,000 rows {median['total']:.4f} (loader {median['loader']:.4f},"
+        f" demo API {median['server']:.4f}, PostgreSQL {median['postgres']:.4f})"
+    )
 
 
 def engine_rows(r: dict[str, Any]) -> list[tuple[str, str]]:

@@ -54,7 +54,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
+sys.path.append(str(ROOT / "hack" / "bench"))  # appended: queue.py there must not shadow queue
 
+import meter  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 from psycopg.conninfo import make_conninfo  # noqa: E402
 from tests.democrm.server_fixture import DemoCRM  # noqa: E402
@@ -170,11 +172,6 @@ def api_requests(cp: ControlPlane) -> tuple[float, float]:
     return mine, every
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 # -- the runs ----------------------------------------------------------------------------------
 
 
@@ -269,11 +266,11 @@ def wait_states(
 def measure(cp: ControlPlane, operator_pid: int, db_url: str, window: float) -> dict[str, float]:
     """The operator's costs per minute over the next ``window`` seconds (the database read as
     another role than the operator's)."""
-    before = (cpu_seconds(operator_pid), statements(db_url), api_requests(cp))
+    before = (meter.proc_cpu(operator_pid), statements(db_url), api_requests(cp))
     began = time.monotonic()
     time.sleep(window)  # the measurement window: the operator and the workers act alone
     minutes = (time.monotonic() - began) / 60
-    after = (cpu_seconds(operator_pid), statements(db_url), api_requests(cp))
+    after = (meter.proc_cpu(operator_pid), statements(db_url), api_requests(cp))
     return {
         "operator_cpu_s_per_min": (after[0] - before[0]) / minutes,
         "db_statements_per_min": (after[1][0] - before[1][0]) / minutes,

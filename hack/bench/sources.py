@@ -56,6 +56,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hack" / "sources"))
 sys.path.insert(0, str(ROOT / "hack" / "bench"))
 
+from meter import postgres_cpu, postmaster, proc_cpu  # noqa: E402
 from migrate import _dsn as dsn  # noqa: E402  (dlt's form of a database URL)
 from sourceservers import crm, jsonserver, pocketbase, process  # noqa: E402
 
@@ -100,34 +101,6 @@ class Target:
 
     def total(self) -> int:
         return sum(self.running.counts[n] for n in self.collections)
-
-
-def proc_cpu(pid: int, children: bool = False) -> float:
-    """utime + stime of `pid` (and of its waited-for children), in seconds; 0 once it is gone."""
-    try:
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    ticks = sum(int(fields[i]) for i in ((11, 12, 13, 14) if children else (11, 12)))
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def postmaster(db_url: str) -> int:
-    with connect.connect(db_url) as conn:  # the backend's parent, read while it lives
-        row = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()
-        backend = int(row["pid"]) if row else 0
-        stat = pathlib.Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(stat[1])
-
-
-def postgres_cpu(pid: int) -> float:
-    """The postmaster's CPU with its exited backends', plus its live children's."""
-    total = proc_cpu(pid, children=True)
-    for child in pathlib.Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError, IndexError):
-            if child.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1] == str(pid):
-                total += proc_cpu(int(child.name))
-    return total
 
 
 @contextlib.contextmanager

@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import statistics
+import sys
 import time
 from typing import Any
 
@@ -26,6 +28,9 @@ from psycopg.types.json import Jsonb
 from ferryman_worker import destinations
 from ferryman_worker.db import connect, databases
 from ferryman_worker.providers import load as load_provider
+
+sys.path.append(str(pathlib.Path(__file__).resolve().parent))
+import meter
 
 KINDS = ("organizations", "people")
 
@@ -45,12 +50,6 @@ def records(kind: str, count: int) -> list[dict[str, Any]]:
         {"id": i, "org_id": i, "name": f"Person {i}", "email": f"p{i}@x.example", "phone": None}
         for i in range(1, count + 1)
     ]
-
-
-def cpu_ticks(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime
 
 
 def statements(conn: connect.Connection, how: str) -> dict[str, bytes]:
@@ -73,7 +72,7 @@ def one(db: str, how: str, data: dict[str, list[dict[str, Any]]], window: int) -
         result: dict[str, Any] = {}
         for kind in KINDS:
             rows = data[kind]
-            ticks, began = cpu_ticks(pid), time.perf_counter()
+            spent, began = meter.proc_cpu(pid), time.perf_counter()
             for start in range(0, len(rows), window):
                 params = {
                     "rows": Jsonb(rows[start : start + window]),
@@ -83,7 +82,7 @@ def one(db: str, how: str, data: dict[str, list[dict[str, Any]]], window: int) -
                 }
                 cur.execute(written[kind], params, binary=True)
             result[kind] = {
-                "cpu_s": (cpu_ticks(pid) - ticks) / os.sysconf("SC_CLK_TCK"),
+                "cpu_s": meter.proc_cpu(pid) - spent,
                 "wall_s": time.perf_counter() - began,
             }
         return result

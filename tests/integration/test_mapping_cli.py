@@ -4,13 +4,14 @@ application's schema (examples/apps/sales)."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 
 import pytest
 import yaml
 
 from ferryman_worker import cli
-from ferryman_worker.db import connect
+from ferryman_worker.db import connect, databases
 
 APP = pathlib.Path(__file__).resolve().parents[2] / "examples" / "apps" / "sales"
 
@@ -48,6 +49,21 @@ def test_check_prints_one_line_per_problem(
         "kinds.people.table: there is no table sales.persons in this database; ferryman never "
         "creates application tables: create it with the application's own migrations",
     ]
+
+
+def test_check_on_a_database_without_ferrymans_tables_names_the_migration(
+    pg_admin_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = f"ferryman_unmigrated_{os.getpid()}"
+    with databases.scratch(pg_admin_url, name, migrated=False) as url:
+        with connect.connect(url) as conn:
+            conn.execute((APP / "schema.sql").read_text())  # type: ignore[arg-type]
+        code = cli.main(["mapping", "check", str(APP / "mapping.yaml"), "--database", url])
+    assert (code, capsys.readouterr().out) == (
+        1,
+        "this database has no ferryman tables (the ledger a mapping writes through): run"
+        " `ferryman db migrate` against it first\n",
+    )
 
 
 def test_an_invalid_mapping_file_is_refused_naming_the_field(

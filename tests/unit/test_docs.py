@@ -85,3 +85,12 @@ def _broken_links(page: Path) -> list[str]:
 def test_the_readmes_links_lead_somewhere() -> None:
     for readme in (ROOT / "README.md", ROOT / "examples" / "README.md"):
         assert _broken_links(readme) == [], readme
+
+
+def test_every_glossary_term_is_linked_from_the_pages_that_use_it() -> None:
+    terms = re.findall(r"^### (.+)$", (ROOT / "docs" / "glossary.md").read_text(), re.M)
+    pages = [page for page in (ROOT / "docs").glob("*.md") if page.name != "glossary.md"]
+    linked = "".join(page.read_text() for page in [*pages, ROOT / "README.md"])
+    slug = slugify(case="lower")
+    unlinked = [term for term in terms if f"glossary.md#{slug(term, '-')}" not in linked]
+    assert unlinked == [], f"defined in docs/glossary.md but linked from no page: {unlinked}"

@@ -164,6 +164,15 @@ def test_an_api_that_ignores_the_offset_fails_on_its_identical_pages() -> None:
         paging.following(kind, restored, _reply(), page, 10, stripes=2)
 
 
+def test_a_page_that_begins_with_the_last_record_before_it_is_no_loop() -> None:
+    kind = _kind(Offset())  # an inclusive keyset (id_gte) lists the boundary record twice
+    first = _records(10)
+    at = paging.following(kind, paging.Position.start(kind), _reply(), first, 10)
+    assert at is not None
+    overlapping = paging.following(kind, at, _reply(), _records(10, 10), 10)
+    assert overlapping is not None and overlapping.page == 2
+
+
 def test_stripes_walk_every_stripe_pages_apart_and_stop_at_the_declared_maximum() -> None:
     kind = _kind(Offset(Stops(short_page=True, max_pages=5)))
     starts = [paging.Position.start(kind, 0, stripe, 10) for stripe in range(3)]

@@ -83,7 +83,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         database_url=url,
     )
     try:
-        return worker.Worker(settings, url, resources={RESOURCE: runtime}).run_until_signal()
+        serving = worker.Worker(settings, url, resources={RESOURCE: runtime})
+        worker.settle_heap()
+        return serving.run_until_signal()
     finally:
         runtime.close()
 

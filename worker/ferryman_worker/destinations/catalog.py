@@ -41,6 +41,13 @@ def check(conn: Connection, mapping: Mapping, kinds: list[str] | None = None) ->
     """Check the mapping's kinds (those in ``kinds``, or all) against the catalog, then the
     statements generated for them (PostgreSQL plans each, so a cast it cannot make is found)."""
     report = Report()
+    missing = conn.execute(_query("ferryman_tables_missing")).fetchone()
+    if missing and missing["missing"]:
+        report.problems.append(
+            "this database has no ferryman tables (the ledger a mapping writes through): run"
+            " `ferryman db migrate` against it first"
+        )
+        return report
     wanted = [k for k in mapping.kinds if kinds is None or k in kinds]
     for kind in wanted:
         at = f"kinds.{kind}"

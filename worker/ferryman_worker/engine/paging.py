@@ -43,6 +43,13 @@ def digest(value: Any) -> str:
     return hashlib.blake2b(pydantic_core.to_json(value), digest_size=8).hexdigest()
 
 
+def page_print(records: Sequence[Any]) -> str:
+    """What the loop guard remembers of a page: its length, first and last records. A page
+    the source repeats has the same; two different pages of one listing do not (their records
+    differ, the first or last among them), and it costs two records' JSON, not the page's."""
+    return digest((len(records), records[:1], records[-1:]))
+
+
 @dataclasses.dataclass(frozen=True)
 class Position:
     """Where a page is: its split part, its index in the chain, its token, and what the guard
@@ -150,7 +157,7 @@ def following(
     token = pagination.next(at.token, reply, records, size, at.page)
     if token is None:
         return None
-    page_digest = digest(records)
+    page_digest = page_print(records)
     if page_digest == at.previous:
         raise PagingLoop(
             f"{kind.name}: the page at token {_shown(at.token)} repeats the page before it:"

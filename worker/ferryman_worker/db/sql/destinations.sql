@@ -24,6 +24,10 @@ SELECT array_agg(a.attname::text ORDER BY a.attname) AS columns
    AND i.indpred IS NULL AND i.indexprs IS NULL
  GROUP BY i.indexrelid;
 
+-- name: ferryman_tables_missing
+-- Whether ferryman's own tables (its migrations) are missing from this database.
+SELECT to_regclass('ferryman_ledger') IS NULL AS missing;
+
 -- name: type_named
 -- The type a mapping's cast names, as PostgreSQL spells it (NULL: no such type).
 SELECT format_type(t.oid, NULL) AS type FROM (SELECT to_regtype(%(type)s) AS oid) t;
