@@ -6,12 +6,14 @@ Once on, the listings of organizations, people and deals carry each record's ``u
 ``updated_since`` (ISO 8601; only the records changed at or after it, and a tombstone
 ``{"id", "deleted": true, "updated_at"}`` for each record deleted at or after it); a deleted
 record is no longer listed otherwise (the listing's offsets shift, as a real API's do), and
-added records follow the dataset's last ones, generated from the seed like them.
-``GET /_changes`` lists what changed.
+added records follow the dataset's last ones, generated from the seed like them. A message's
+edit appends `` (edit N)`` to its subject and moves its deal's ``updated_at`` (as a CRM's
+last-activity time does; the deal's title stays). ``GET /_changes`` lists what changed.
 """
 
 import datetime
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from democrm.data import EPOCH, LISTED
@@ -38,19 +40,28 @@ class Changes:
         """Index -> (when it last changed, how many edits it had)."""
         self.deleted: dict[str, dict[int, datetime.datetime]] = {k: {} for k in LISTED}
         self.added: dict[str, int] = dict.fromkeys(LISTED, 0)
+        self.messages: dict[int, int] = {}
+        """Message index (id - 1) -> how many edits it had."""
         self._lock = threading.Lock()
 
-    def apply(self, body: dict[str, Any], counts: dict[str, int]) -> dict[str, Any]:
+    def apply(
+        self,
+        body: dict[str, Any],
+        counts: dict[str, int],
+        deal_of: Callable[[int], int | None] = lambda _: None,
+    ) -> dict[str, Any]:
         """``{"update": {kind: [ids]}, "delete": {kind: [ids]}, "add": {kind: n}}``, every
-        part optional (``{}`` only switches the mode on); ``counts``: the dataset's sizes.
-        ChangeError, changing nothing, for an unknown part, kind or id."""
+        part optional (``{}`` only switches the mode on); ``counts``: the dataset's sizes;
+        ``deal_of``: the deal index of a message id (None: no such message), for
+        ``update.messages``. ChangeError, changing nothing, for an unknown part, kind or id."""
         unknown = sorted(set(body) - {"update", "delete", "add"})
         if unknown:
             raise ChangeError(f"unknown part(s): {', '.join(unknown)} (use update, delete, add)")
         now = datetime.datetime.now(datetime.UTC)
         with self._lock:
+            update, messages = self._messages(body.get("update", {}), deal_of)
             plan = [
-                *self._ids(body.get("update", {}), counts, "update"),
+                *self._ids(update, counts, "update"),
                 *self._ids(body.get("delete", {}), counts, "delete"),
             ]
             added = self._added(body.get("add", {}))
@@ -61,6 +72,9 @@ class Changes:
                     self.edits[kind][index] = (now, edits + 1)
                 else:
                     self.deleted[kind][index] = now
+            for index, deal in messages:
+                self.messages[index] = self.messages.get(index, 0) + 1
+                self.edits["deals"][deal] = (now, self.edits["deals"].get(deal, (now, 0))[1])
             for kind, n in added.items():
                 first = counts[kind] + self.added[kind]
                 for index in range(first, first + n):
@@ -82,6 +96,24 @@ class Changes:
                 raise ChangeError(f"{name}.{kind}: must be a list of ids from 1 to {size}")
             found += [(name, kind, i - 1) for i in ids]
         return found
+
+    @staticmethod
+    def _messages(
+        part: Any, deal_of: Callable[[int], int | None]
+    ) -> tuple[Any, list[tuple[int, int]]]:
+        """``update`` without its messages, and each edited message's (index, deal index)."""
+        if not isinstance(part, dict) or "messages" not in part:
+            return part, []
+        ids = part["messages"]
+        deals = (
+            [deal_of(i) if isinstance(i, int) else None for i in ids]
+            if isinstance(ids, list)
+            else [None]
+        )
+        if None in deals:
+            raise ChangeError("update.messages: must be a list of ids of existing messages")
+        rest = {kind: value for kind, value in part.items() if kind != "messages"}
+        return rest, [(i - 1, d) for i, d in zip(ids, deals, strict=True) if d is not None]
 
     def _added(self, part: Any) -> dict[str, int]:
         if not isinstance(part, dict) or not all(
@@ -122,12 +154,24 @@ class Changes:
             revised[field] = f"{revised[field]} (edit {edits})"
         return revised
 
+    def revise_message(self, index: int, record: dict[str, Any]) -> dict[str, Any]:
+        """A message's header as it is now: its edits appended to its subject."""
+        with self._lock:
+            edits = self.messages.get(index, 0)
+        if edits and isinstance(record.get("subject"), str):
+            return {**record, "subject": f"{record['subject']} (edit {edits})"}
+        return record
+
     def view(self) -> dict[str, Any]:
         """What changed, by kind: ids updated (with their edit count), deleted, added."""
         return {
             "active": self.active,
             "updated": {
-                k: {str(i + 1): n for i, (_, n) in e.items() if n} for k, e in self.edits.items()
+                **{
+                    k: {str(i + 1): n for i, (_, n) in e.items() if n}
+                    for k, e in self.edits.items()
+                },
+                "messages": {str(i + 1): n for i, n in self.messages.items()},
             },
             "deleted": {k: sorted(i + 1 for i in d) for k, d in self.deleted.items()},
             "added": dict(self.added),

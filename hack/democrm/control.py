@@ -58,8 +58,13 @@ def get_changes(state: State, request: Request) -> Response:
 
 def post_changes(state: State, request: Request) -> Response:
     counts = {kind: state.source.count(kind) for kind in data.LISTED}
+    source = state.source
+
+    def deal_of(message_id: int) -> int | None:
+        return (message_id - 1) // source.stride if source.message_exists(message_id) else None
+
     try:
-        return json_response(state.changes.apply(json_object(request.body), counts))
+        return json_response(state.changes.apply(json_object(request.body), counts, deal_of))
     except changes.ChangeError as exc:
         raise ApiError(400, "bad_changes", str(exc)) from exc
 

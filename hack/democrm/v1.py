@@ -142,7 +142,13 @@ def prepare_messages(state: State, deal: str, query: str) -> Call:
         raise not_found(f"deal {deal_id} was deleted")
     first = (deal_id - 1) * state.source.stride
     end = first + state.source.message_count(deal_id - 1)
-    listing = paging.Listing(first, end, state.source.message)
+    make = state.source.message
+    if state.changes.active:  # each header with its edits
+
+        def make(index: int) -> dict[str, Any]:
+            return state.changes.revise_message(index, state.source.message(index))
+
+    listing = paging.Listing(first, end, make)
     path = f"/v1/deals/{deal_id}/messages"
     return Call(True, paging.prepare(listing, path, query, state.drift.epoch))
 

@@ -25,9 +25,13 @@ class Credentials:
         self._key_file = sealing_key_file
         self._sealer: contract.Sealer | None = None
 
-    async def seal(self, run: contract.MigrationRun) -> contract.Sealed | Refusal:
-        """The run's credential sealed, or why the run is refused. An API error other than
-        "not found" or "forbidden" raises (the next refresh tries again)."""
+    async def seal(
+        self, run: contract.MigrationRun, token_url: str | None = None
+    ) -> contract.Sealed | Refusal:
+        """The run's credential sealed, or why the run is refused: its Secret must bind it to
+        the run's baseURL and to ``token_url`` (its provider's OAuth2 token endpoint, if any),
+        every host it is sent to. An API error other than "not found" or "forbidden" raises
+        (the next refresh tries again)."""
         namespace = str(run.metadata.namespace)
         ref = run.spec.source.credentials_secret_ref
         where = f"Secret {ref.name!r} in namespace {namespace!r}"
@@ -57,6 +61,8 @@ class Credentials:
         credential = contract.Credential({**data, "token": data[ref.key]}, hosts)
         if not credential.allows(run.spec.source.base_url):
             return Refusal("CredentialNotBound", _unbound(where, hosts, run))
+        if token_url is not None and not credential.allows(token_url):
+            return Refusal("CredentialNotBound", _login_unbound(where, hosts, run, token_url))
         try:
             sealer = self._sealing()
         except contract.ConfigurationError as exc:
@@ -67,6 +73,22 @@ class Credentials:
         if self._sealer is None:
             self._sealer = contract.Sealer.from_file(self._key_file)
         return self._sealer
+
+
+def _login_unbound(
+    where: str, hosts: tuple[str, ...], run: contract.MigrationRun, token_url: str
+) -> str:
+    target = contract.url_host(token_url)
+    bound = ", ".join(hosts)
+    return (
+        f"spec.auth.oauth2.tokenUrl of provider {run.spec.source.provider!r}: {target} is not a"
+        f" host {where} is bound to ({contract.HOSTS_ANNOTATION}: {bound}), and the provider"
+        f" sends the credential there to get its tokens: if that login host is the source's,"
+        f" bind the Secret to it too (`kubectl annotate --overwrite secret"
+        f" {run.spec.source.credentials_secret_ref.name} -n {run.metadata.namespace}"
+        f" {contract.HOSTS_ANNOTATION}={bound},{target}`), else correct the provider's tokenUrl,"
+        f" {RETRY}"
+    )
 
 
 def _unbound(where: str, hosts: tuple[str, ...], run: contract.MigrationRun) -> str:

@@ -27,7 +27,7 @@ class Definitions:
         try:
             found = await self._kube.custom_object(crd.PROVIDERS, namespace, name)
         except PermissionError:
-            return _unreadable("MigrationProvider", crd.PROVIDERS, name, namespace)
+            return _unreadable("ProviderUnreadable", crd.PROVIDERS, name, namespace)
         installed = found is None and contract.provider_installed(name)
         provider = definitions.provider_of(name, namespace, found, installed)
         if isinstance(provider, Refusal):
@@ -38,16 +38,17 @@ class Definitions:
             try:
                 mapped = await self._kube.custom_object(crd.MAPPINGS, namespace, ref.name)
             except PermissionError:
-                return _unreadable("MigrationMapping", crd.MAPPINGS, ref.name, namespace)
+                return _unreadable("MappingUnreadable", crd.MAPPINGS, ref.name, namespace)
         mapping = definitions.mapping_of(ref, namespace, mapped)
         if isinstance(mapping, Refusal):
             return mapping
         return Resolved(provider, mapping)
 
 
-def _unreadable(kind: str, plural: str, name: str, namespace: str) -> Refusal:
+def _unreadable(reason: str, plural: str, name: str, namespace: str) -> Refusal:
+    kind = "Migration" + reason.removesuffix("Unreadable")
     return Refusal(
-        f"{kind.removeprefix('Migration')}Unreadable",
+        reason,
         f"the operator may not read {kind} {name!r} in namespace {namespace!r}: install the "
         f"chart's operator RBAC (get on {plural}), {definitions.RETRY}",
     )

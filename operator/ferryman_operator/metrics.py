@@ -48,8 +48,14 @@ from ferryman_worker.contract import RunState
 log = logging.getLogger("ferryman.operator.metrics")
 
 STATES: Final = tuple(state.value for state in RunState)
-REFUSALS: Final = ("WorkspaceBusy", "InvalidSpec", "AdmissionFailed")
-"""Refusal reasons counted by name; any other reason is counted as ``Other``."""
+REFUSALS: Final = (
+    *("WorkspaceBusy", "WorkspaceOwned", "InvalidSpec", "AdmissionFailed", "SourceNotAllowed"),
+    *("ProviderNotFound", "ProviderInvalid", "ProviderUnreadable"),
+    *("MappingNotFound", "MappingInvalid", "MappingUnreadable"),
+    *("CredentialMissing", "CredentialUnreadable", "CredentialNotBound"),
+)
+"""Every reason the operator refuses a run for, counted by name (a test checks that every
+``Refusal`` the operator makes is one); any other reason is counted as ``Other``."""
 ERRORS: Final = ("database", "api", "unexpected")
 
 
@@ -77,8 +83,10 @@ class OperatorMetrics:
         )
         self.refusals = Counter(
             "ferryman_operator_refusals",
-            "MigrationRuns refused admission, by reason: WorkspaceBusy (conflictPolicy Reject), "
-            "InvalidSpec, AdmissionFailed, Other.",
+            "MigrationRuns refused admission, by the reason of their Admitted condition "
+            "(WorkspaceBusy: conflictPolicy Reject; Provider*, Mapping*, Credential*, "
+            "SourceNotAllowed, WorkspaceOwned, InvalidSpec, AdmissionFailed), Other for any "
+            "other.",
             ["reason"],
             registry=self.registry,
         )

@@ -156,6 +156,40 @@ class Runs:
             except Exception:
                 log.exception("run %s: the refresh failed; the next one tries again", me.key)
 
+    async def reexamine_all(
+        self, bodies: Iterable[Mapping[str, Any]], waiting: Mapping[str, Iterable[Candidate]]
+    ) -> None:
+        """Examine again the refused runs ``bodies`` (oldest first), as if they were retried: a
+        MigrationProvider or MigrationMapping they name was created or changed
+        (``reconcile.readmission``). Each is admitted, queued, or refused again (its status
+        written only where it changed); one that fails is logged and the others go on."""
+        if not self._acting():
+            return
+        for body in bodies:
+            me = candidate(body)
+            try:
+                with self._metrics.handling("reexamined"):
+                    await self._reexamine(body, me, list(waiting.get(me.workspace, [])))
+            except NotLeading:
+                return
+            except Exception:
+                log.exception(
+                    "run %s: examining the refused run again failed; the next change of what it"
+                    " names tries again (or retry it with the annotation %s)",
+                    me.key,
+                    RETRY_ANNOTATION,
+                )
+
+    async def _reexamine(
+        self, body: Mapping[str, Any], me: Candidate, others: list[Candidate]
+    ) -> None:
+        async with self._lock(me.key):
+            if not self._acting():
+                return
+            decided = await self._decide(body, me, others, "reexamined", None, readmit=True)
+            if decided is not None:
+                await self._write(body, decided)
+
     async def _read_live(self, keys: list[str]) -> Prefetched:
         if not keys:
             return Prefetched({})
@@ -184,16 +218,21 @@ class Runs:
             decided = await self._decide(body, me, others, "refresh", found)
             if decided is None:
                 return
-            meta = body["metadata"]
-            if decided.changes:
-                await self._kube.patch_run_status(meta["namespace"], meta["name"], decided.changes)
-            for event in decided.events:
-                await self._kube.post_event(
-                    dict(body), event.type, event.reason, event.message[: events.MAX_MESSAGE]
-                )
-            await self._expire(body, decided.status, decided.now)
+            await self._write(body, decided)
             if inputs is not None:
                 self._decided[me.key] = inputs
+
+    async def _write(self, body: Mapping[str, Any], decided: Decision) -> None:
+        """The status keys that changed and the Events, through the API (outside a handler of
+        the run: kopf's patch is not there to carry them)."""
+        meta = body["metadata"]
+        if decided.changes:
+            await self._kube.patch_run_status(meta["namespace"], meta["name"], decided.changes)
+        for event in decided.events:
+            await self._kube.post_event(
+                dict(body), event.type, event.reason, event.message[: events.MAX_MESSAGE]
+            )
+        await self._expire(body, decided.status, decided.now)
 
     def _lock(self, key: str) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
@@ -205,9 +244,11 @@ class Runs:
         others: list[Candidate],
         handler: str,
         found: Prefetched | None,
+        readmit: bool = False,
     ) -> Decision | None:
         """The run's new status and Events (None: ``body`` is older than the status this process
-        wrote last); ``found``: what a fleet-wide read already knows of it."""
+        wrote last); ``found``: what a fleet-wide read already knows of it; ``readmit``: a
+        refused run is examined again as if retried (what it names changed)."""
         now = datetime.datetime.now(datetime.UTC)
         meta = body["metadata"]
         stored: dict[str, Any] = dict(body.get("status") or {})
@@ -228,7 +269,7 @@ class Runs:
         except contract.ConfigurationError as exc:
             look = Look(Observation(workers, refused=Refusal("InvalidSpec", str(exc))))
         else:
-            look = await self._observe(run, body, old, me, others, workers, now, found)
+            look = await self._observe(run, body, old, me, others, workers, now, found, readmit)
         if not self._acting():  # the leadership ran out while the database answered
             return None
         new = status.compute(old, look.seen, meta.get("generation"), now)
@@ -255,6 +296,7 @@ class Runs:
         workers: conditions.Wanted,
         now: datetime.datetime,
         found: Prefetched | None,
+        readmit: bool = False,
     ) -> Look:
         annotation = (body["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION)
         ahead = admission.ahead_of(me, others)
@@ -267,12 +309,24 @@ class Runs:
             if known is not None:
                 return Look(known)
         width = self._workers.lane_width(run.metadata.namespace)
-        sealed = await self._seal(run, old, annotation)
-        resolved = await self._definitions.resolve(run) if _may_admit(old, annotation) else None
+        readmit = readmit and refresh.previous_refusal(old) is not None
+        may = readmit or _may_admit(old, annotation)
+        resolved = await self._definitions.resolve(run) if may else None
+        sealed = await self._seal(run, may, resolved)
         try:
             return await self._db.run(
                 lambda conn: _look(
-                    conn, run, old, annotation, ahead, width, workers, now, sealed, resolved
+                    conn,
+                    run,
+                    old,
+                    annotation,
+                    ahead,
+                    width,
+                    workers,
+                    now,
+                    sealed,
+                    resolved,
+                    readmit,
                 )
             )
         except DatabaseUnavailable as exc:
@@ -287,17 +341,25 @@ class Runs:
         return Look(Observation(workers, database_error=error))
 
     async def _seal(
-        self, run: contract.MigrationRun, old: Mapping[str, Any], annotation: str | None
+        self, run: contract.MigrationRun, may: bool, resolved: Resolved | Refusal | None
     ) -> contract.Sealed | Refusal | None:
-        """The run's credential, sealed from its Secret, when this visit may admit or retry it
-        (else None: an admitted run keeps the credential it was admitted with); a Refusal when
-        its baseURL is not allowed or its credential cannot be used."""
-        if not _may_admit(old, annotation):
+        """The run's credential, sealed from its Secret, when this visit ``may`` admit or retry
+        it (else None: an admitted run keeps the credential it was admitted with); a Refusal when
+        its baseURL or its provider's token URL (from ``resolved``, the provider it would be
+        admitted with) is not allowed, or its credential cannot be used."""
+        if not may:
             return None
-        refused = allowlist.refusal(run.spec.source.base_url, self._allowed)
+        local = contract.local_binding_refused(run)
+        if local is not None:
+            return Refusal("InvalidSpec", local)
+        token_url = None
+        if isinstance(resolved, Resolved):
+            token_url = contract.token_url(run, resolved.provider)
+        source = run.spec.source
+        refused = allowlist.refusal(source.base_url, self._allowed, token_url, source.provider)
         if refused is not None or self._credentials is None:
             return refused
-        return await self._credentials.seal(run)
+        return await self._credentials.seal(run, token_url)
 
     async def _expire(
         self, body: Mapping[str, Any], new: Mapping[str, Any], now: datetime.datetime
@@ -420,17 +482,19 @@ def _look(
     now: datetime.datetime,
     sealed: contract.Sealed | Refusal | None = None,
     resolved: Resolved | Refusal | None = None,
+    readmit: bool = False,
 ) -> Look:
     """Everything one visit does in the database (on a thread). ``sealed``: the run's
     credential as its Secret is now (or why it cannot be used), ``resolved``: its provider and
-    mapping as their resources are now (or why not), when it may be admitted or retried."""
+    mapping as their resources are now (or why not), when it may be admitted or retried;
+    ``readmit``: a refused run is admitted if it now may be (what it names changed)."""
     key = contract.run_key(run)
     found = contract.progress(conn, key)
     retry = lifecycle.retry_requested(annotation, old.get("lastRetry"))
     look = Look(Observation(workers), retried=annotation if retry else None)
     if not found:
         refusal = refresh.previous_refusal(old)
-        if refusal is not None and not retry:
+        if refusal is not None and not retry and not readmit:
             look.seen = Observation(workers, refused=refusal)
             return look
         outcome = _admit(conn, run, ahead, width, workers, sealed, resolved)

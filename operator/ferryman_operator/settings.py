@@ -94,8 +94,9 @@ class OperatorSettings(BaseSettings):
 
     allowed_source_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """Base-URL patterns a run may read from (comma-separated in the environment), e.g.
-    ``https://*.example.com``: a run whose ``spec.source.baseURL`` matches none is refused at
-    admission (``SourceNotAllowed``); empty: any URL (docs/security.md)."""
+    ``https://*.example.com``: a run whose ``spec.source.baseURL``, or whose provider's OAuth2
+    token URL, matches none is refused at admission (``SourceNotAllowed``); empty: any URL
+    (docs/security.md)."""
 
     @field_validator("namespaces", "allowed_source_urls", mode="before")
     @classmethod

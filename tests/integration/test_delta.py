@@ -2,9 +2,9 @@
 added and deleted on the server; a delta run lists only what changed since the full run
 started, updates exactly the changed rows through their ledger ids (an application trigger
 counts the updates), inserts the new ones, records the deletions its listing reports (the rows
-stay) and leaves the rest as they were. A window written
-twice applies its changes once; a change older than the imported version is never applied; a
-delta without a successful run before it is refused."""
+stay, or, as the mapping's onDeleted says, are deleted or marked deleted) and leaves the rest as
+they were. A window written twice applies its changes once; a change older than the imported
+version is never applied; a delta without a successful run before it is refused."""
 
 from __future__ import annotations
 
@@ -71,10 +71,39 @@ def _delta(url: str, name: str, **options: Any) -> runs.RunRequest:
     return dataclasses.replace(request(url, name, kinds=KINDS, **options), mode="delta")
 
 
-def _run(db_url: str, url: str, name: str, mode: str = "full") -> dict[str, Any]:
-    req = dataclasses.replace(request(url, name, kinds=KINDS), mode=mode)  # type: ignore[arg-type]
+def _run(
+    db_url: str,
+    url: str,
+    name: str,
+    mode: str = "full",
+    mapping: dict[str, Any] | None = None,
+    kinds: list[str] = KINDS,
+) -> dict[str, Any]:
+    req = dataclasses.replace(request(url, name, kinds=kinds), mode=mode, mapping=mapping)  # type: ignore[arg-type]
     run_id = start_run(db_url, req)
     return wait_finished(db_url, run_id)
+
+
+def _mapping(**on_deleted: Any) -> dict[str, Any]:
+    """The shipped demo CRM mapping, each kind named given its ``onDeleted``."""
+    shipped = destinations.builtin("democrm")
+    assert shipped is not None
+    document = destinations.mapping.dump(shipped)
+    for kind, action in on_deleted.items():
+        document["kinds"][kind]["onDeleted"] = action
+    return document
+
+
+def _people_in_and_out_of_deals(db_url: str) -> tuple[int, int]:
+    """A person some deal names (crm_deal_people refers to the row) and one no deal names."""
+    with connect.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT min(p.source_id) FILTER (WHERE j.person_id IS NOT NULL) AS named,"
+            " min(p.source_id) FILTER (WHERE j.person_id IS NULL) AS free FROM crm_people p"
+            " LEFT JOIN crm_deal_people j ON j.person_id = p.id WHERE p.source_id > 10"
+        ).fetchone()
+    assert row is not None and row["named"] is not None and row["free"] is not None
+    return int(row["named"]), int(row["free"])
 
 
 def _tables(db_url: str) -> dict[str, dict[int, dict[str, Any]]]:
@@ -135,6 +164,118 @@ def test_a_delta_updates_the_changed_rows_inserts_the_new_and_leaves_the_rest(
     assert _updates(db_url) == sorted(
         (TABLES[kind], before[kind][i]["id"]) for kind, ids in changed.items() for i in ids
     )  # each changed row updated once, no other row touched
+
+
+def test_on_deleted_delete_deletes_the_rows_and_records_a_refusal_with_its_reason(
+    crm: DemoCRM, db_url: str
+) -> None:
+    """onDeleted: delete: the row of a person deleted at the source is deleted; a person a
+    deal still names (the join table's foreign key refuses) is a row error with the database's
+    reason, its row and ledger left for a next delta; the window's other change is written."""
+    with credential(crm.api_key), engine_worker(db_url):
+        assert _run(db_url, crm.url, "full")["state"] == "succeeded"
+        before = _tables(db_url)
+        named, free = _people_in_and_out_of_deals(db_url)
+        crm.change(update={"people": [3]}, delete={"people": [named, free]})
+        mapping = _mapping(people="delete")
+        done = _run(db_url, crm.url, "catch-up", "delta", mapping)
+    assert done["state"] == "succeeded", done["error"]
+    after = _tables(db_url)
+    assert free not in after["people"] and named in after["people"]
+    assert set(before["people"]) - set(after["people"]) == {free}
+    assert after["people"][3]["name"] == before["people"][3]["name"] + " (edit 1)"
+    assert after["people"][named]["source_deleted_at"] is None  # not deleted: not recorded
+    with connect.connect(db_url) as conn:
+        ledger = conn.execute(
+            "SELECT row_id, source_deleted_at FROM ferryman_ledger"
+            " WHERE kind = 'people' AND source_id = %s",
+            (str(free),),
+        ).fetchone()
+        errors = conn.execute(
+            "SELECT e.kind, e.source_id, e.reason FROM ferryman_row_errors e"
+            " JOIN ferryman_runs r ON r.id = e.run_id WHERE r.name = 'catch-up'"
+        ).fetchall()
+    assert ledger is not None and ledger["row_id"] == before["people"][free]["id"]
+    assert ledger["source_deleted_at"] is not None
+    assert [(e["kind"], e["source_id"]) for e in errors] == [("people", str(named))]
+    assert errors[0]["reason"].startswith("database refused the row: update or delete on table")
+    assert "crm_deal_people" in errors[0]["reason"]
+
+
+def test_on_deleted_set_marks_the_rows_once(crm: DemoCRM, db_url: str) -> None:
+    """onDeleted: {set: ...}: a soft delete marks the rows of the deleted records (the time
+    is the ledger's) and only them; the same tombstone written again marks nothing."""
+    soft = {"set": {"deleted_at": {"constant": "now"}, "archived": {"value": True}}}
+    with credential(crm.api_key), engine_worker(db_url):
+        assert _run(db_url, crm.url, "full")["state"] == "succeeded"
+        named, _ = _people_in_and_out_of_deals(db_url)
+        with connect.connect(db_url) as conn:  # the application's own migration, then its trigger
+            conn.execute(
+                "ALTER TABLE crm_people ADD COLUMN deleted_at timestamptz,"
+                " ADD COLUMN archived boolean NOT NULL DEFAULT false"
+            )
+            conn.execute(COUNT_UPDATES)
+        crm.change(delete={"people": [9, named]})
+        done = _run(db_url, crm.url, "catch-up", "delta", _mapping(people=soft))
+        assert done["state"] == "succeeded", done["error"]
+        with connect.connect(db_url) as conn:
+            run = conn.execute("SELECT * FROM ferryman_runs WHERE name = 'catch-up'").fetchone()
+            assert run is not None
+            writer = destinations.writer_for(run, providers.of_run(run), "people")
+            params = {"rows": Jsonb([]), "workspace": "acme", "kind": "people", "run_id": 0}
+            again = conn.execute(writer.rows_statement(), {**params, "deleted": ["9"]})
+            assert again.fetchone() == {"written": 0}
+    after = _tables(db_url)["people"]
+    marked = {i for i, row in after.items() if row["archived"]}
+    assert marked == {9, named}
+    for source_id, row in after.items():
+        if source_id in marked:
+            assert row["deleted_at"] == row["source_deleted_at"] is not None
+        else:
+            assert row["deleted_at"] is None and row["source_deleted_at"] is None
+    assert _updates(db_url) == sorted(("crm_people", after[i]["id"]) for i in marked)
+
+
+def _messages(db_url: str) -> dict[int, dict[str, Any]]:
+    """Each message's row by source id, with its deal's source id and the ledger's version."""
+    with connect.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT m.source_id, m.subject, m.body, d.source_id AS deal, l.source_version"
+            " FROM crm_messages m JOIN crm_deals d ON d.id = m.deal_id"
+            " JOIN ferryman_ledger l ON l.kind = 'messages' AND l.source_id = m.source_id::text"
+        ).fetchall()
+    return {int(row["source_id"]): row for row in rows}
+
+
+def test_a_delta_reads_again_every_child_of_a_parent_it_wrote(db_url: str) -> None:
+    """A message edited at the source moves its deal's updated_at: the delta updates the deal,
+    reads every message of that deal again (bodies too) and updates the edited one; the
+    messages of the other deals are not fetched again, and nothing else changes."""
+    sizes = {**DATA, "organizations": 20, "people": 20, "deals": 12, "messages_per_deal": 4}
+    kinds = [*KINDS, "messages"]
+    with DemoCRM.start(seed=29, **sizes) as crm:
+        crm.change()
+        with credential(crm.api_key), engine_worker(db_url):
+            assert _run(db_url, crm.url, "full", kinds=kinds)["state"] == "succeeded"
+            before = _messages(db_url)
+            per_deal: dict[int, list[int]] = {}
+            for source_id, row in sorted(before.items()):
+                per_deal.setdefault(row["deal"], []).append(source_id)
+            thread = next(ids for _, ids in sorted(per_deal.items()) if len(ids) >= 2)
+            edited = thread[-1]
+            crm.change(update={"messages": [edited]})
+            crm.reset_stats()
+            done = _run(db_url, crm.url, "catch-up", "delta", kinds=kinds)
+            bodies = crm.stats()["requests"].get("GET /v1/messages/{id}", {})
+    assert done["state"] == "succeeded", done["error"]
+    after = _messages(db_url)
+    assert after[edited]["subject"] == before[edited]["subject"] + " (edit 1)"
+    assert after[edited]["source_version"] != before[edited]["source_version"]
+    assert {k: v for k, v in after.items() if k != edited} == {
+        k: v for k, v in before.items() if k != edited
+    }
+    assert bodies == {"200": len(thread)}  # the deal's messages, and no other deal's
+    assert len(per_deal) > 1
 
 
 def test_a_window_written_twice_applies_its_change_once_and_never_an_older_one(

@@ -129,6 +129,28 @@ def test_every_problem_of_a_mapping_is_one_line_naming_its_field(app: connect.Co
     ]
 
 
+def test_on_deleted_is_checked_against_the_catalog(app: connect.Connection) -> None:
+    """A soft delete's columns exist and take its values; delete needs nothing more."""
+    document = _document()
+    kinds = document["kinds"]
+    kinds["organizations"]["onDeleted"] = "delete"
+    kinds["deals"]["onDeleted"] = {"set": {"archived": {"value": True}}}
+    kinds["notes"]["onDeleted"] = {"set": {"created_at": {"value": "soon"}}}
+    problems = catalog.check(app, parse(document)).problems
+    assert problems == [
+        "kinds.deals.onDeleted.set.archived: sales.deals has no column archived; add it with"
+        " the application's own migrations, or set another; known: ['amount', 'contact_id',"
+        " 'created_at', 'id', 'stage', 'title', 'updated_at', 'workspace']",
+        "kinds.notes: PostgreSQL refuses its writer: onDeleted: invalid input syntax for type"
+        ' timestamp with time zone: "soon"',
+    ]
+    app.execute("ALTER TABLE sales.deals ADD COLUMN archived boolean NOT NULL DEFAULT false")
+    kinds["notes"]["onDeleted"] = {"set": {"created_at": {"constant": "now"}}}
+    report = catalog.check(app, parse(document))
+    assert report.problems == []
+    assert report.catalogs["deals"].types["archived"] == "boolean"
+
+
 def test_references_natural_keys_and_refusals(app: connect.Connection) -> None:
     existing_company = app.execute(
         "INSERT INTO sales.companies (workspace, name, domain) VALUES"

@@ -1,5 +1,7 @@
 """``ferryman run`` of a declarative provider whose auth style is OAuth2, against the demo CRM's
-OAuth mode (single-use refresh tokens that rotate; a reused one revokes its family)."""
+OAuth mode (single-use refresh tokens that rotate; a reused one revokes its family). Its token
+endpoint is reached as ``localhost`` where the API is ``127.0.0.1``: a login host of its own,
+which the credential reaches only when the run binds it there (``tokenHost``)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 import yaml
 from runfiles import command_env, run_file
 from tests.democrm.server_fixture import DemoCRM
@@ -39,9 +42,13 @@ def _provider(folder: pathlib.Path, token_url: str) -> str:
     return str(path)
 
 
-def _run_file(folder: pathlib.Path, url: str) -> str:
+def _run_file(folder: pathlib.Path, url: str, token_host: str | None = None) -> str:
     path = pathlib.Path(run_file(folder, url, page_size=20))
     text = path.read_text().replace("provider: democrm", "provider: crm")
+    if token_host is not None:
+        ref = "{name: democrm-token, key: token"
+        text = text.replace(ref + "}", f"{ref}, tokenHost: {token_host!r}}}")
+        assert "tokenHost" in text
     path.write_text(text + f"  kinds: [{', '.join(KINDS)}]\n")
     return str(path)
 
@@ -84,6 +91,13 @@ def _rows(db_url: str) -> int:
         return 0
 
 
+def _every_row_written(db_url: str, truth: dict[str, Any]) -> None:
+    with connect.connect(db_url) as conn:
+        counts = conn.execute("SELECT kind, count(*) AS n FROM ferryman_ledger GROUP BY kind")
+        written = {row["kind"]: row["n"] for row in counts}
+    assert written == {kind: truth[kind]["count"] - len(truth[kind]["malformed"]) for kind in KINDS}
+
+
 def test_a_run_rotates_its_refresh_token_mid_run_and_writes_every_row(
     tmp_path: pathlib.Path, db_url: str
 ) -> None:
@@ -95,11 +109,9 @@ def test_a_run_rotates_its_refresh_token_mid_run_and_writes_every_row(
         stats, truth = _oauth(crm), crm.truth()
     assert proc.returncode == 0, err
     assert "Succeeded" in out
+    _every_row_written(db_url, truth)
     with connect.connect(db_url) as conn:
-        counts = conn.execute("SELECT kind, count(*) AS n FROM ferryman_ledger GROUP BY kind")
-        written = {row["kind"]: row["n"] for row in counts}
         token = conn.execute("SELECT * FROM ferryman_oauth_tokens").fetchone()
-    assert written == {kind: truth[kind]["count"] - len(truth[kind]["malformed"]) for kind in KINDS}
     # one refresh at the start, one after the expiry; the rotated token used after it
     assert stats["refresh_token"] == 2 and stats["reused"] == 0 and stats["refused"] == 0, stats
     assert set(stats["calls"]) == {"1", "2"}, stats
@@ -108,18 +120,44 @@ def test_a_run_rotates_its_refresh_token_mid_run_and_writes_every_row(
         assert secret not in out + err
 
 
-def test_a_token_url_on_a_host_the_credential_is_not_bound_to_is_refused_before_anything(
+def test_a_run_that_binds_its_credential_to_the_login_host_gets_its_tokens_there(
     tmp_path: pathlib.Path, db_url: str
+) -> None:
+    with _oauth_crm(seed=3, organizations=60, people=30, deals=10) as crm:
+        login = crm.url.replace("127.0.0.1", "localhost") + "/oauth/token"
+        run = _run_file(tmp_path, crm.url, token_host="localhost")
+        proc = _ferryman(run, _provider(tmp_path, login), db_url)
+        out, err = proc.communicate(timeout=120)
+        stats, truth = _oauth(crm), crm.truth()
+    assert proc.returncode == 0, err
+    assert "Succeeded" in out
+    _every_row_written(db_url, truth)
+    assert stats["refresh_token"] == 1 and stats["refused"] == 0, stats  # at localhost
+    assert FIRST not in out + err and CLIENT["client_secret"] not in out + err
+
+
+@pytest.mark.parametrize(
+    ("token_host", "bound"),
+    [(None, "127.0.0.1:{port}"), ("login.example.com", "127.0.0.1:{port}, login.example.com")],
+)
+def test_a_token_url_on_a_host_the_credential_is_not_bound_to_is_refused_before_anything(
+    tmp_path: pathlib.Path, db_url: str, token_host: str | None, bound: str
 ) -> None:
     with _oauth_crm(organizations=20, people=10, deals=5) as crm:
         elsewhere = crm.url.replace("127.0.0.1", "localhost") + "/oauth/token"
-        proc = _ferryman(_run_file(tmp_path, crm.url), _provider(tmp_path, elsewhere), db_url)
+        run = _run_file(tmp_path, crm.url, token_host)
+        proc = _ferryman(run, _provider(tmp_path, elsewhere), db_url)
         out, err = proc.communicate(timeout=60)
         stats = _oauth(crm)
     port = crm.url.rsplit(":", 1)[1]
     assert proc.returncode == 2, err
-    assert f"spec.auth.oauth2.tokenUrl: localhost:{port} is not a host the source credential" in err
-    assert f"127.0.0.1:{port}" in err and "ferryman.dev/hosts" in err
+    assert (
+        f"spec.auth.oauth2.tokenUrl: localhost:{port} is not a host the source credential is"
+        f" bound to ({bound.format(port=port)}): correct the provider's tokenUrl, or bind the"
+        f" credential to that host too: set spec.source.credentialsSecretRef.tokenHost:"
+        f" localhost:{port} in the run file"
+    ) in " ".join(err.split())
+    assert "ferryman.dev/hosts" not in err
     assert stats["refresh_token"] == 0 and stats["client_credentials"] == 0  # nothing was sent
     assert _rows(db_url) == 0 and "admitted" not in out
     assert FIRST not in out + err and CLIENT["client_secret"] not in out + err

@@ -203,6 +203,7 @@ def test_defaults_come_from_the_models_and_status_starts_pending(
     assert stored["spec"]["options"] == RunOptions().model_dump(by_alias=True, exclude_none=True)
     assert stored["spec"]["options"]["windowSize"] == 50
     assert stored["spec"]["suspend"] is False and stored["spec"]["conflictPolicy"] == "Queue"
+    assert stored["spec"]["mode"] == "Full"
     assert stored["spec"]["source"]["credentialsSecretRef"]["key"] == "token"
     assert stored["status"]["state"] == "Pending"
     listed = controlplane.kubectl("get", "ferryman", "-n", crd).stdout  # the category
@@ -222,6 +223,11 @@ def test_workspace_and_source_cannot_change_once_created(controlplane: Any, crd:
     elsewhere["spec"]["source"]["baseURL"] = "http://127.0.0.1:9999"
     assert "spec.source: Invalid value: is immutable once the run is created" in refusal(
         controlplane, crd, elsewhere
+    )
+    delta = copy.deepcopy(original)
+    delta["spec"]["mode"] = "Delta"  # a full run does not become a delta: a new run is one
+    assert 'spec.mode: Invalid value: "Delta": is immutable once the run is created' in refusal(
+        controlplane, crd, delta
     )
     paused = copy.deepcopy(original)
     paused["spec"]["suspend"] = True  # the rest of the spec may change

@@ -162,6 +162,46 @@ def test_what_a_run_names_must_exist_in_its_namespace_and_fit(world: Bench) -> N
         assert contract.progress(conn) == []
 
 
+def _admitted(bench: Bench, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = {c["type"]: c for c in bench.status(name)["conditions"]}["Admitted"]
+    return found
+
+
+def test_a_run_refused_for_what_it_names_is_admitted_once_each_exists(
+    world: Bench, start_json_server: StartServer, db_url: str
+) -> None:
+    """Applied before its MigrationProvider and its MigrationMapping: refused for the provider;
+    the provider created, refused for the mapping; the mapping created, admitted and imports
+    every record. The same object throughout: never re-created, never retried by hand."""
+    server = start_json_server(organizations=30)
+    with connect.connect(db_url) as conn:
+        conn.execute(SCHEMA)  # the application's own migration
+    world.secret("unused", name="jsonserver", hosts="127.0.0.1")
+    world.operator()
+    world.workers(2)
+    world.apply(_run("early", server.url))
+    uid = world.get("early")["metadata"]["uid"]
+    assert _refusal(world, "early")["reason"] == "ProviderNotFound"
+
+    world.apply(PROVIDER)
+    reason = lambda: _admitted(world, "early")["reason"] == "MappingNotFound"  # noqa: E731
+    eventually(reason, 60, "the run to be refused for its mapping next")
+    assert world.status("early")["state"] == "Failed"
+    world.apply(MAPPING)
+    final = world.wait_state("early", "Succeeded", timeout=240)
+
+    with connect.connect(db_url) as conn:
+        ledger = {
+            row["kind"]: row["n"]
+            for row in conn.execute("SELECT kind, count(*) AS n FROM ferryman_ledger GROUP BY kind")
+        }
+    assert ledger == server.counts  # json-server's own X-Total-Count per collection
+    assert final["rowsWritten"] == sum(server.counts.values())
+    assert world.get("early")["metadata"]["uid"] == uid and "lastRetry" not in final
+    said = world.reasons("early")
+    assert "Refused" in said and "Admitted" in said and "Retried" not in said, said
+
+
 def test_the_api_server_refuses_a_mapping_reference_with_neither_or_both(world: Bench) -> None:
     for mapping in ({}, {"file": "m.yaml", "name": "m"}):
         refused = world.apply(_run("either", NOWHERE, mapping=mapping), check=False)

@@ -17,6 +17,7 @@ from scrape import Samples, by, has, scrape, total
 from tests.k8s import operator_bench
 from tests.k8s.operator_bench import Bench, eventually, free_port, pool_objects, run_manifest
 
+from ferryman_operator import metrics
 from ferryman_worker import contract
 
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
@@ -67,11 +68,16 @@ def test_the_operators_metrics_match_the_runs_the_database_and_the_deployment(
             world.apply(run_manifest("first", crm.url))
             world.apply(run_manifest("second", crm.url, kinds=["organizations", "people"]))
             world.apply(run_manifest("rejected", crm.url, conflictPolicy="Reject"))
-            # no worker yet: first stays admitted, second queued behind it, rejected refused
+            nowhere = run_manifest("nowhere", crm.url, workspace="elsewhere")
+            nowhere["spec"]["source"]["provider"] = "nowhere"
+            world.apply(nowhere)
+            # no worker yet: first stays admitted, second queued behind it, rejected refused,
+            # nowhere refused: no MigrationProvider and no built-in provider of that name
             world.wait_state("second", "Queued", timeout=30)
             world.wait_state("rejected", "Failed", timeout=30)
+            world.wait_state("nowhere", "Failed", timeout=30)
             queued = same_states(world, port)
-            assert queued == {**dict.fromkeys(STATES, 0.0), "Running": 1, "Queued": 1, "Failed": 1}
+            assert queued == {**dict.fromkeys(STATES, 0.0), "Running": 1, "Queued": 1, "Failed": 2}
             _, during = scrape(port)
             [age] = [v for (n, ls), v in during.items() if n.endswith("queued_oldest_seconds")]
             assert has(during, "ferryman_operator_queued_oldest_seconds", workspace="acme")
@@ -89,12 +95,13 @@ def test_the_operators_metrics_match_the_runs_the_database_and_the_deployment(
         listed = {"apiVersion": "v1", "kind": "List", "items": objects}
         world.cp.kubectl("delete", "-f", "-", input=json.dumps(listed), check=False)
 
-    assert ended == {**dict.fromkeys(STATES, 0.0), "Succeeded": 2, "Failed": 1}
+    assert ended == {**dict.fromkeys(STATES, 0.0), "Succeeded": 2, "Failed": 2}
     assert not has(after, "ferryman_operator_queued_oldest_seconds")
     assert TOKEN not in text and "password" not in text.lower()
     assert total(after, "ferryman_operator_leader") == 1
 
-    # admissions: the runs the database holds; the Reject run: one refusal, WorkspaceBusy
+    # admissions: the runs the database holds; refusals: the Reject run's WorkspaceBusy and
+    # the missing provider's ProviderNotFound, each reason a label of its own
     with contract.connect(db_url) as conn:
         row = conn.execute(
             "SELECT count(*) AS n FROM ferryman_runs WHERE name LIKE %s", (f"{world.namespace}/%",)
@@ -106,9 +113,9 @@ def test_the_operators_metrics_match_the_runs_the_database_and_the_deployment(
     assert row is not None and row["n"] == 2
     assert total(after, "ferryman_operator_admissions_total") == row["n"]
     assert by(after, "ferryman_operator_refusals_total", "reason") == {
+        **dict.fromkeys(metrics.REFUSALS, 0.0),
         "WorkspaceBusy": 1,
-        "InvalidSpec": 0,
-        "AdmissionFailed": 0,
+        "ProviderNotFound": 1,
         "Other": 0,
     }
     assert total(after, "ferryman_operator_reconcile_errors_total") == 0

@@ -1,6 +1,7 @@
 """The chart's operator RBAC (templates/operator-rbac.yaml) grants what the operator needs and
-nothing more: runs in every namespace, the Lease, pool spec and worker Deployment in its own
-namespace only (the worker Deployment by name), and Secrets by name only (get: the one a run
+nothing more: runs in every namespace, providers and mappings read and watched but never written,
+the Lease, pool spec and worker Deployment in its own namespace only (the worker Deployment by
+name), and Secrets by name only (get: the one a run
 names, read in the run's namespace at admission; never list or watch). (That it is enough is
 what test_operator.py shows: every operator there runs under exactly this RBAC.)"""
 
@@ -46,9 +47,11 @@ def release(controlplane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
         ("list", "deployments.apps", "-n=RELEASE", True),
         ("get", "migrationproviders.ferryman.dev", "-n=elsewhere", True),
         ("get", "migrationmappings.ferryman.dev", "-n=elsewhere", True),
-        ("list", "migrationproviders.ferryman.dev", "--all-namespaces", False),
-        ("watch", "migrationmappings.ferryman.dev", "-n=elsewhere", False),
+        ("list", "migrationproviders.ferryman.dev", "--all-namespaces", True),
+        ("watch", "migrationmappings.ferryman.dev", "-n=elsewhere", True),
         ("create", "migrationmappings.ferryman.dev", "-n=elsewhere", False),
+        ("patch", "migrationproviders.ferryman.dev", "-n=elsewhere", False),
+        ("delete", "migrationmappings.ferryman.dev", "-n=elsewhere", False),
         ("get", "secrets", "-n=elsewhere", True),
         ("list", "secrets", "--all-namespaces", False),
         ("list", "secrets", "-n=elsewhere", False),

@@ -2,7 +2,8 @@
 RBAC with --all-namespaces, workers with no API rights and the installation's sealing key):
 a run uses only its own namespace's Secret, a credential goes only to the hosts its Secret is
 bound to, a workspace belongs to one namespace, a base URL outside the installation's
-allow-list is refused, and a source's error text never carries a token into a status, an
+allow-list is refused (and so is a provider's OAuth2 token URL: bound and allowed like the
+base URL), and a source's error text never carries a token into a status, an
 Event, a log or a metric."""
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
+import yaml
 from listener import Listener, listening
 from migration import check_against_truth
 from scrape import scrape
 from tests.democrm.server_fixture import DemoCRM
-from tests.k8s.operator_bench import Bench, free_port, run_manifest
+from tests.k8s.operator_bench import Bench, eventually, free_port, run_manifest
 
 from ferryman_worker import contract
+from ferryman_worker.providers.democrm import PROVIDER_FILE
 
 pytestmark = pytest.mark.k8s
 
@@ -168,3 +172,107 @@ def test_a_token_across_the_200th_character_of_an_error_body_shows_nowhere(
     assert any(event["reason"] == "Failed" for event in events), [e["reason"] for e in events]
     assert sorted(where for where, text in shown.items() if _leaks(token, text)) == []
     assert "x" * 100 + "***" in shown["logs"]  # the source's words reach the log, redacted
+
+
+OAUTH = {"client_id": "ferryman", "client_secret": "client-s3cret"}
+FIRST_REFRESH_TOKEN = "rt-the-first-one"
+
+
+def _oauth_provider(name: str, token_url: str) -> dict[str, Any]:
+    """The demo CRM's provider as MigrationProvider ``name``, refresh-token auth at
+    ``token_url``, its organizations and people."""
+    document: dict[str, Any] = yaml.safe_load(PROVIDER_FILE.read_text())
+    document["metadata"] = {"name": name}
+    spec = document["spec"]
+    spec["auth"] = {
+        "style": "oauth2",
+        "oauth2": {"grant": "refresh_token", "tokenUrl": token_url, "keys": {"refreshToken": "rt"}},
+    }
+    spec["kinds"] = {kind: spec["kinds"][kind] for kind in KINDS}
+    spec["phases"] = [[kind] for kind in KINDS]
+    return document
+
+
+def _oauth_secret(bench: Bench, hosts: str) -> None:
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "crm-oauth", "annotations": {"ferryman.dev/hosts": hosts}},
+        "stringData": {**OAUTH, "rt": FIRST_REFRESH_TOKEN},
+    }
+    bench.apply(manifest)
+
+
+def _oauth_run(name: str, url: str, provider: str, workspace: str, **ref: str) -> dict[str, Any]:
+    source = {
+        "provider": provider,
+        "baseURL": url,
+        "credentialsSecretRef": {"name": "crm-oauth", "key": "client_id", **ref},
+    }
+    return run_manifest(name, url, workspace=workspace, kinds=KINDS, source=source)
+
+
+def test_a_token_url_is_held_to_the_secrets_binding_and_the_allow_list_like_the_base_url(
+    world: Bench, db_url: str
+) -> None:
+    """The demo CRM in its OAuth mode, its token endpoint reached as ``localhost`` where its API
+    is ``127.0.0.1``: a login host of its own. Refused while the Secret is bound to the API's
+    host only (nothing sent), admitted once it is bound to both and retried; a token URL the
+    allow-list does not allow is refused however the Secret is bound; a run binding its
+    credential itself (tokenHost, `ferryman run`'s) is refused."""
+    crm = DemoCRM.start(
+        api_key=None,
+        oauth_client_id=OAUTH["client_id"],
+        oauth_client_secret=OAUTH["client_secret"],
+        oauth_refresh_token=FIRST_REFRESH_TOKEN,
+        **DATA,
+    )
+    with crm:
+        port = crm.url.rsplit(":", 1)[1]
+        login = f"http://localhost:{port}/oauth/token"
+        _oauth_secret(world, "127.0.0.1")
+        world.apply(_oauth_provider("crm", login))
+        world.apply(_oauth_provider("far", "http://localhost:9/oauth/token"))
+        allowed = f"http://127.0.0.1:*,http://localhost:{port}"
+        world.operator(FERRYMAN_OPERATOR_ALLOWED_SOURCE_URLS=allowed)
+        world.workers(2)
+        world.apply(_oauth_run("login", crm.url, "crm", "acme"))
+        world.apply(_oauth_run("far", crm.url, "far", "acme-2"))
+        world.apply(_oauth_run("self-bound", crm.url, "crm", "acme-3", tokenHost="localhost"))
+        unbound = _refusal(world, "login")
+        far = _refusal(world, "far")
+        self_bound = _refusal(world, "self-bound")
+        before = dict(httpx.get(f"{crm.url}/_oauth").json())
+
+        _oauth_secret(world, f"127.0.0.1,localhost:{port}")
+        world.cp.kubectl("annotate", "mrun", "login", "-n", world.namespace, "ferryman.dev/retry=1")
+        taken = lambda: world.status("login").get("lastRetry") == "1"  # noqa: E731
+        eventually(taken, 30, "the retry to be taken")
+        world.wait_state("login", "Succeeded", timeout=120)
+        after, truth = dict(httpx.get(f"{crm.url}/_oauth").json()), crm.truth()
+
+    assert unbound["reason"] == "CredentialNotBound"
+    assert unbound["message"].startswith(
+        f"spec.auth.oauth2.tokenUrl of provider 'crm': localhost:{port} is not a host Secret "
+        f"'crm-oauth' in namespace '{world.namespace}' is bound to (ferryman.dev/hosts: "
+        "127.0.0.1)"
+    )
+    assert (
+        f"kubectl annotate --overwrite secret crm-oauth -n {world.namespace} "
+        f"ferryman.dev/hosts=127.0.0.1,localhost:{port}`"
+    ) in unbound["message"]
+    assert far["reason"] == "SourceNotAllowed"
+    assert far["message"].startswith(
+        "spec.auth.oauth2.tokenUrl of provider 'far': http://localhost:9/oauth/token matches "
+        f"none of the installation's allowedSourceURLs ({allowed.replace(',', ', ')})"
+    )
+    assert self_bound["reason"] == "InvalidSpec"
+    assert self_bound["message"].startswith(
+        "spec.source.credentialsSecretRef.tokenHost: 'localhost' is read by `ferryman run` only"
+    )
+    assert before["refresh_token"] == 0 and before["calls"] == {}, before  # nothing was sent
+    assert after["refresh_token"] == 1 and after["refused"] == 0, after
+    check_against_truth(db_url, truth, kinds=tuple(KINDS))
+    with contract.connect(db_url) as conn:
+        names = sorted(p.name for p in contract.progress(conn))
+    assert names == [f"{world.namespace}/login"]  # the others were never admitted

@@ -1,24 +1,24 @@
-"""A delta run against PocketBase: after a full `ferryman run` of the example, records are edited
-and added through PocketBase's own API; a delta run (mode Delta) of the same provider, which
-declares no changedSince (every collection is listed whole), updates exactly the edited records'
-landed rows, inserts the new one, and leaves every other row and ledger version as it was."""
+"""A delta run against PocketBase: after a full `ferryman run` of the example, records are edited,
+added and deleted through PocketBase's own API; a delta run (mode Delta) of the same provider asks
+organizations, people and deals only for what PocketBase wrote since the full run started (its
+`updated` time, the kinds' changedSince filter) and lists notes whole (the ledger skips the
+unchanged). It updates exactly the edited records' landed rows, inserts the new one, and leaves
+every other row and ledger version as it was, the deleted record's too: PocketBase does not list
+deletions, so the delta cannot see them."""
 
 from __future__ import annotations
 
 import pathlib
-import subprocess
-import sys
 from typing import Any
 
 import httpx
 import pytest
 import yaml
-from runfiles import command_env
+from runfiles import ferryman_run
 from source_servers import StartServer
 from source_servers import pb as pocketbase_module
 
 from ferryman_worker.db import connect
-from ferryman_worker.engine.runtime import credential_env_var
 
 pytestmark = pytest.mark.slow
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "sources" / "pocketbase"
@@ -31,30 +31,23 @@ def _run(url: str, folder: pathlib.Path, db_url: str, token: str, name: str, mod
     run["spec"]["mode"] = mode
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(run))
-    env = command_env(
-        None,
-        FERRYMAN_DATABASE_URL=db_url,
-        FERRYMAN_LANES="migrations:4",
-        **{credential_env_var("pocketbase", "token"): token},
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "ferryman_worker.cli", "--log-level", "WARNING", "run", str(path),
-         "--provider-file", str(EXAMPLE / "provider.yaml")],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert "Succeeded" in proc.stdout
+    out = ferryman_run(path, EXAMPLE / "provider.yaml", db_url, "pocketbase", token)
+    assert "Succeeded" in out
 
 
 def _landed(db_url: str) -> dict[tuple[str, str], dict[str, Any]]:
     with connect.connect(db_url) as conn:
         rows = conn.execute(
-            "SELECT f.kind, f.source_id, f.record, r.name AS run, l.source_version"
-            " FROM ferryman_landing f JOIN ferryman_runs r ON r.id = f.run_id"
+            "SELECT f.kind, f.source_id, f.record, r.name AS run, l.source_version,"
+            " l.source_deleted_at FROM ferryman_landing f JOIN ferryman_runs r ON r.id = f.run_id"
             " JOIN ferryman_ledger l ON l.workspace = f.workspace AND l.kind = f.kind"
             " AND l.source_id = f.source_id AND l.row_id = f.id"
         ).fetchall()
     return {(row["kind"], row["source_id"]): row for row in rows}
+
+
+def _without(record: dict[str, Any], *fields: str) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in fields}
 
 
 def test_a_delta_after_edits_through_the_api_updates_exactly_the_edited_records(
@@ -67,6 +60,8 @@ def test_a_delta_after_edits_through_the_api_updates_exactly_the_edited_records(
     assert len(before) == sum(server.counts.values())
     org = pocketbase_module.record_id("organizations", 3)
     person = pocketbase_module.record_id("people", 5)
+    note = pocketbase_module.record_id("notes", 8)
+    gone = pocketbase_module.record_id("notes", 9)
     headers = {"Authorization": server.tokens["superuser"]}
     with httpx.Client(base_url=server.url, headers=headers, timeout=60.0) as http:
         path = "/api/collections/{}/records/{}"
@@ -74,6 +69,8 @@ def test_a_delta_after_edits_through_the_api_updates_exactly_the_edited_records(
             path.format("organizations", org), json={"name": "Renamed Ltd"}
         ).raise_for_status()
         http.patch(path.format("people", person), json={"title": "Chief Edits"}).raise_for_status()
+        http.patch(path.format("notes", note), json={"body": "Edited."}).raise_for_status()
+        http.delete(path.format("notes", gone)).raise_for_status()
         added = http.post(
             "/api/collections/organizations/records",
             json={"name": "Newcomer", "domain": "newcomer.example",
@@ -85,18 +82,20 @@ def test_a_delta_after_edits_through_the_api_updates_exactly_the_edited_records(
     edited = {
         ("organizations", org): ("name", "Renamed Ltd"),
         ("people", person): ("title", "Chief Edits"),
+        ("notes", note): ("body", "Edited."),
     }
     for key, row in before.items():
         now = after[key]
         if key in edited:
             field, value = edited[key]
             assert now["record"][field] == value and now["run"] == "default/catch-up"
-            assert now["source_version"] != row["source_version"]
-            assert {k: v for k, v in now["record"].items() if k != field} == {
-                k: v for k, v in row["record"].items() if k != field
-            }
+            assert now["source_version"] > row["source_version"]  # PocketBase's updated, later
+            assert _without(now["record"], field, "updated") == _without(
+                row["record"], field, "updated"
+            )
         else:
-            assert now == row, key  # the same record, version and run: skipped
+            assert now == row, key  # the same record, version and run (the deleted note's too)
+    assert after[("notes", gone)]["source_deleted_at"] is None  # PocketBase did not say
     new = set(after) - set(before)
     assert new == {("organizations", added.json()["id"])}
     with connect.connect(db_url) as conn:
@@ -105,4 +104,6 @@ def test_a_delta_after_edits_through_the_api_updates_exactly_the_edited_records(
             " FROM ferryman_tasks t JOIN ferryman_runs r ON r.id = t.run_id"
             " WHERE r.name = 'default/catch-up'"
         ).fetchone()
-    assert run == {"written": 3, "skipped": len(before) - 2}
+    notes = server.counts["notes"]
+    # listed by updated: only the edited and the new; notes listed whole: the rest skipped
+    assert run == {"written": 4, "skipped": notes - 2}

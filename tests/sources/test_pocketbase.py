@@ -11,7 +11,7 @@ from source_servers import LIMIT, ORGANIZATIONS, SEED, Running, crm
 from source_servers import pb as pocketbase_module
 
 pytestmark = pytest.mark.slow
-SERVER_FIELDS = ("collectionId", "collectionName")
+SERVER_FIELDS = ("collectionId", "collectionName", "updated")
 
 
 @pytest.fixture(scope="module")

@@ -4,15 +4,12 @@ Succeeded with exactly the records the server's own API counts, each written onc
 from __future__ import annotations
 
 import pathlib
-import subprocess
-import sys
 
 import pytest
-from runfiles import command_env
+from runfiles import ferryman_run
 from source_servers import Running
 
 from ferryman_worker.db import connect
-from ferryman_worker.engine.runtime import credential_env_var
 
 pytestmark = pytest.mark.slow
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "sources"
@@ -25,19 +22,7 @@ def _run(
     run = (EXAMPLES / example / "run.yaml").read_text()
     path = folder / "run.yaml"
     path.write_text(run.replace("http://127.0.0.1:3000", url))
-    env = command_env(
-        None,
-        FERRYMAN_DATABASE_URL=db_url,
-        FERRYMAN_LANES="migrations:4",
-        **{credential_env_var(secret, "token"): token},
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "ferryman_worker.cli", "--log-level", "WARNING", "run", str(path),
-         "--provider-file", str(EXAMPLES / example / "provider.yaml")],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return ferryman_run(path, EXAMPLES / example / "provider.yaml", db_url, secret, token)
 
 
 def _written(db_url: str) -> tuple[list[list[str]], dict[str, int], dict[str, int]]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import pathlib
+import subprocess
+import sys
 
 from migration import SECRET
 
@@ -53,3 +55,24 @@ def command_env(api_key: str | None, **variables: str) -> dict[str, str]:
     if api_key:
         env[credential_env_var(SECRET["name"], SECRET["key"])] = api_key
     return env
+
+
+def ferryman_run(
+    path: pathlib.Path, provider_file: pathlib.Path, db_url: str, secret: str, token: str
+) -> str:
+    """``ferryman run`` of the MigrationRun file ``path`` with the declarative provider
+    ``provider_file``, its credential (Secret ``secret``, key token) ``token``; asserts that it
+    ended well and returns what it printed."""
+    env = command_env(
+        None,
+        FERRYMAN_DATABASE_URL=db_url,
+        FERRYMAN_LANES="migrations:4",
+        **{credential_env_var(secret, "token"): token},
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "ferryman_worker.cli", "--log-level", "WARNING", "run", str(path),
+         "--provider-file", str(provider_file)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout

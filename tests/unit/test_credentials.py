@@ -6,6 +6,7 @@ import httpx
 import pytest
 from cryptography.fernet import Fernet
 
+from ferryman_worker.engine import auth
 from ferryman_worker.engine.credentials import (
     Credential,
     HostNotBound,
@@ -16,6 +17,7 @@ from ferryman_worker.engine.credentials import (
 )
 from ferryman_worker.engine.runtime import credential_env_var
 from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.providers import AuthStyle, OAuth2
 
 
 @pytest.mark.parametrize(
@@ -58,6 +60,42 @@ def test_the_guard_refuses_an_unbound_request_naming_the_binding() -> None:
     message = str(caught.value)
     assert "evil.net:8443" in message and "api.example.com" in message
     assert "ferryman.dev/hosts" in message and "t0k3n" not in message
+
+
+GRANT = OAuth2("client_credentials", "https://login.example.com/oauth/token")
+CLIENT = {"client_id": "c", "client_secret": "s3cr3t-value"}
+
+
+@pytest.mark.parametrize(
+    ("local", "fix"),
+    [
+        (False, "add login.example.com:443 to the annotation ferryman.dev/hosts of its Secret"),
+        (True, "set spec.source.credentialsSecretRef.tokenHost: login.example.com:443 in the run"),
+    ],
+)
+def test_a_token_url_off_the_credentials_hosts_is_refused_naming_where_to_bind_it(
+    local: bool, fix: str
+) -> None:
+    credential = Credential(CLIENT, ("api.example.com",), local=local)
+    style = AuthStyle("oauth2", oauth2=GRANT)
+    with pytest.raises(ConfigurationError) as caught:
+        auth.for_credential(style, credential, "https://api.example.com")
+    message = str(caught.value)
+    assert message.startswith(
+        "spec.auth.oauth2.tokenUrl: login.example.com:443 is not a host the source credential"
+        " is bound to (api.example.com)"
+    )
+    assert fix in message and "s3cr3t" not in message
+    bound = Credential(CLIENT, ("api.example.com", "login.example.com"), local=local)
+    assert isinstance(auth.for_credential(style, bound, "https://api.example.com"), httpx.Auth)
+
+
+def test_a_local_credentials_guard_names_the_runs_binding() -> None:
+    credential = Credential({"token": "t0k3n"}, ("api.example.com",), local=True)
+    with pytest.raises(HostNotBound) as caught:
+        credential.guard(httpx.Request("GET", "https://evil.net/x"))
+    assert "the run binds it to api.example.com" in str(caught.value)
+    assert "spec.source.credentialsSecretRef.tokenHost" in str(caught.value)
 
 
 def test_redaction_happens_before_the_cut() -> None:

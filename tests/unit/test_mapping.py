@@ -9,7 +9,13 @@ import pytest
 
 from ferryman_worker import destinations
 from ferryman_worker.destinations import reference
-from ferryman_worker.destinations.mapping import Mapping, parse
+from ferryman_worker.destinations.mapping import (
+    Constant,
+    Mapping,
+    OnDeleted,
+    SoftDelete,
+    parse,
+)
 from ferryman_worker.errors import ConfigurationError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -86,6 +92,25 @@ def test_declared_phases_must_name_every_kind() -> None:
         (_kind("t", x={"field": "/a", "cast": "int; drop table t"}), "kinds.k.columns.x.cast"),
         ({**_kind("t"), "colour": "red"}, "kinds.k.colour: Extra inputs are not permitted"),
         (_kind("t", x={"value": 1, "default": 2}), "default only applies to a field"),
+        (
+            {**_kind("t"), "onDeleted": "remove"},
+            "kinds.k.onDeleted: Input should be 'record' or 'delete'",
+        ),
+        ({**_kind("t"), "onDeleted": 3}, "kinds.k.onDeleted: give record, delete or {set:"),
+        (
+            {**_kind("t"), "onDeleted": {"set": {"archived": {}}}},
+            "kinds.k.onDeleted.set.archived: give exactly one of constant or value",
+        ),
+        ({**_kind("t"), "onDeleted": {"set": {}}}, "kinds.k.onDeleted.set: Dictionary should"),
+        (
+            {**_kind("t"), "onDeleted": {"set": {"id": {"value": 0}}}},
+            "kinds.k: onDeleted.set.id: the id column names the row; set other columns",
+        ),
+        (
+            {**_kind("t"), "naturalKey": {"columns": ["name"]}, "onDeleted": "delete"},
+            "kinds.k: onDeleted: naturalKey.onExisting is skip, so a delta leaves the "
+            "application's rows as they are: use onDeleted: record, or onExisting: update",
+        ),
     ],
 )
 def test_a_bad_mapping_is_refused_naming_the_field(kind: dict[str, Any], problem: str) -> None:
@@ -98,3 +123,18 @@ def test_a_bad_mapping_is_refused_naming_the_field(kind: dict[str, Any], problem
 def test_the_generated_reference_and_schema_are_up_to_date() -> None:
     stale = reference.write(ROOT, check=True)
     assert not stale, f"{stale} are stale: run hack/gen-mapping-docs"
+
+
+def test_on_deleted_is_record_unless_it_says_delete_or_set() -> None:
+    soft = {"set": {"deleted_at": {"constant": "now"}, "archived": {"value": False}}}
+    mapping = _mapping(a=_kind("a"), b={**_kind("b"), "onDeleted": "delete"},
+                       c={**_kind("c"), "onDeleted": soft})  # fmt: skip
+    kinds = mapping.kinds
+    assert kinds["a"].on_deleted is OnDeleted.RECORD
+    assert kinds["b"].on_deleted is OnDeleted.DELETE
+    marked = kinds["c"].on_deleted
+    assert isinstance(marked, SoftDelete)
+    assert marked.set["deleted_at"].constant is Constant.NOW
+    assert marked.set["archived"].value is False
+    assert destinations.mapping.dump(mapping)["kinds"]["c"]["onDeleted"] == soft
+    assert "onDeleted" not in destinations.mapping.dump(mapping)["kinds"]["a"]

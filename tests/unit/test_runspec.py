@@ -293,7 +293,8 @@ def test_an_unknown_field_lists_the_known_ones(changes: dict[str, Any], expected
 def test_an_unknown_field_in_a_nested_mapping_lists_that_mappings_fields() -> None:
     doc = document(spec__source__credentialsSecretRef={"name": "t", "optional": True})
     assert only_problem(doc) == (
-        "spec.source.credentialsSecretRef.optional: unknown field; known fields here: name, key"
+        "spec.source.credentialsSecretRef.optional: unknown field; known fields here: name, key, "
+        "tokenHost"
     )
 
 
@@ -694,3 +695,39 @@ def test_a_mapping_name_is_a_kubernetes_name() -> None:
     assert only_problem(document(spec__mapping={"name": "Sales_1"})).startswith(
         "spec.mapping.name: must be a DNS-1123 subdomain"
     )
+
+
+# --- spec.source.credentialsSecretRef.tokenHost: the login host of a run of `ferryman run` ------
+
+
+def _token_host(host: str) -> dict[str, Any]:
+    return document(spec__source__credentialsSecretRef__tokenHost=host)
+
+
+def test_a_token_host_is_a_host_with_an_optional_port() -> None:
+    ref = runspec.parse_run(_token_host("Login.Example.com:8443")).spec.source
+    assert ref.credentials_secret_ref.token_host == "login.example.com:8443"
+    assert runspec.parse_run(document()).spec.source.credentials_secret_ref.token_host is None
+
+
+@pytest.mark.parametrize(
+    "host", ["https://login.example.com", "login.example.com/oauth", "*.example.com", "a b", ""]
+)
+def test_a_token_host_that_is_no_host_is_refused_naming_it(host: str) -> None:
+    assert only_problem(_token_host(host)).startswith(
+        "spec.source.credentialsSecretRef.tokenHost: must be a host with an optional port, e.g."
+        " login.example.com"
+    )
+
+
+def test_the_operator_refuses_a_token_host_naming_the_secrets_annotation() -> None:
+    from ferryman_worker import contract
+
+    message = contract.local_binding_refused(runspec.parse_run(_token_host("login.example.com")))
+    assert message is not None
+    assert message.startswith(
+        "spec.source.credentialsSecretRef.tokenHost: 'login.example.com' is read by "
+        "`ferryman run` only; on Kubernetes the Secret binds its credential: add "
+        "login.example.com to its ferryman.dev/hosts annotation"
+    )
+    assert contract.local_binding_refused(runspec.parse_run(document())) is None

@@ -17,6 +17,7 @@ from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.destinations import mapping as _mapping
 from ferryman_worker.destinations.mapping import Mapping as MappingSpec
+from ferryman_worker.engine import auth as _auth
 from ferryman_worker.engine import runs
 from ferryman_worker.engine.credentials import (
     HOSTS_ANNOTATION,
@@ -76,6 +77,7 @@ __all__ = [
     "forget",
     "load_run",
     "load_run_file",
+    "local_binding_refused",
     "mapping_document",
     "mapping_file_refused",
     "migrations_width",
@@ -90,6 +92,7 @@ __all__ = [
     "retrying",
     "run_key",
     "suspend",
+    "token_url",
     "url_host",
     "worker_lanes",
     "worker_pool_size",
@@ -146,6 +149,32 @@ def provider_definition(name: str, spec: object, source: str) -> dict[str, Any]:
     return _declarative.DeclaredProvider(_declarative.check(document, source)).definition()
 
 
+def token_url(run: MigrationRun, provider_definition: dict[str, Any] | None) -> str | None:
+    """The second URL the run's provider sends its credential to: its OAuth2 token URL (a path
+    resolved on the run's baseURL), or None when its auth style has none or the provider cannot
+    be loaded (admission says why). ``provider_definition``: the declarative provider to
+    snapshot (None: the built-in of the run's ``spec.source.provider``)."""
+    try:
+        style = _providers.resolve(run.spec.source.provider, provider_definition).auth
+    except ConfigurationError:
+        return None
+    if style.oauth2 is None:
+        return None
+    return _auth.token_url(style.oauth2, run.spec.source.base_url)
+
+
+def local_binding_refused(run: MigrationRun) -> str | None:
+    """Why the operator refuses a run that binds its credential itself (None: it does not)."""
+    host = run.spec.source.credentials_secret_ref.token_host
+    if host is None:
+        return None
+    return (
+        f"spec.source.credentialsSecretRef.tokenHost: {host!r} is read by `ferryman run` only;"
+        f" on Kubernetes the Secret binds its credential: add {host} to its {HOSTS_ANNOTATION}"
+        " annotation (with the baseURL's host) and remove tokenHost from the run"
+    )
+
+
 def mapping_document(spec: object, source: str) -> dict[str, Any]:
     """The mapping whose document is ``spec`` (a MigrationMapping's), as a run is given it;
     MappingInvalid, one line per problem naming its field, when the model refuses it."""
@@ -183,6 +212,12 @@ def request_for(
             "name": source.credentials_secret_ref.name,
             "key": source.credentials_secret_ref.key,
             **({"namespace": namespace} if namespace else {}),
+            # ferryman run's binding to a login host (the operator refuses it)
+            **(
+                {"tokenHost": source.credentials_secret_ref.token_host}
+                if source.credentials_secret_ref.token_host and not namespace
+                else {}
+            ),
         },
         kinds=list(spec.kinds),
         options=engine_options(

@@ -4,20 +4,24 @@ module proxy, seeded with the CRM data through its batch API, started and stoppe
 The binary is hack/sources/pocketbase/main.go (the framework with nothing added) built at the
 version pinned in its go.mod, into the cache under a name carrying a digest of main.go, go.mod and
 go.sum: it is rebuilt only when those change. A seeded data directory is kept in the cache per
-(version, seed, organizations) and copied for every start, so seeding through the API is paid once.
+(version, collections' schema, seed, organizations) and copied for every start, so seeding through
+the API is paid once.
 
 Collections: organizations, people (relation `organization`), deals (relation `person`), notes
-(relation `deal`); ids are 15 characters, a prefix and the record's number (`org000000000001`), so
-sorting by id walks them in order. Listing and viewing need an authenticated record (the rule
-`@request.auth.id != ""`): the superuser's token (never rate-limited) or the user's (limited when
-the server is started with a rate limit). The limiter keeps one fixed window per collection,
-action and client address, and answers 429 without Retry-After.
+(relation `deal`), each record with an `updated` time PocketBase keeps (an autodate field: set on
+create and on every update); ids are 15 characters, a prefix and the record's number
+(`org000000000001`), so sorting by id walks them in order. Listing and viewing need an
+authenticated record (the rule `@request.auth.id != ""`): the superuser's token (never
+rate-limited) or the user's (limited when the server is started with a rate limit). The limiter
+keeps one fixed window per collection, action and client address, and answers 429 without
+Retry-After.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -209,7 +213,8 @@ def count(http: httpx.Client) -> dict[str, int]:
 
 def seeded_data(binary: Path, seed: int, organizations: int) -> Path:
     """The cached data directory for (version, seed, organizations), seeded first if missing."""
-    data = cache_dir() / "pocketbase" / f"data-{VERSION}-seed{seed}-orgs{organizations}"
+    name = f"data-{VERSION}-{schema_digest()}-seed{seed}-orgs{organizations}"
+    data = cache_dir() / "pocketbase" / name
     if data.exists():
         return data
     with locked("pocketbase-data"):
@@ -268,6 +273,7 @@ def collection_schema(name: str, ids: dict[str, str]) -> dict[str, Any]:
         indexes.append(f"CREATE INDEX idx_{name}_{field} ON {name} ({field})")
     fields += FIELDS[name]
     fields.append({"name": "created_at", "type": "date", "required": True})
+    fields.append(UPDATED)
     return {
         "name": name,
         "type": "base",
@@ -276,6 +282,17 @@ def collection_schema(name: str, ids: dict[str, str]) -> dict[str, Any]:
         "listRule": READ_RULE,
         "viewRule": READ_RULE,
     }
+
+
+UPDATED = {"name": "updated", "type": "autodate", "onCreate": True, "onUpdate": True}
+"""When the record was last written (PocketBase's own time): what a delta run asks by."""
+
+
+def schema_digest() -> str:
+    """A digest of the collections' fields: a seeded data directory is made again when they
+    change."""
+    text = json.dumps([FIELDS, UPDATED, crm.PARENT, crm.PARENT_FIELD], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 FIELDS: dict[str, list[dict[str, Any]]] = {

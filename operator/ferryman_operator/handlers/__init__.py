@@ -9,7 +9,7 @@ from __future__ import annotations
 import kopf
 
 from ferryman_operator.fleet import Fleet
-from ferryman_operator.handlers import runs, startup
+from ferryman_operator.handlers import definitions, runs, startup
 from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.runs import Runs
 from ferryman_operator.settings import OperatorSettings
@@ -21,4 +21,5 @@ def build(
     registry = kopf.OperatorRegistry()
     startup.register(registry, settings.request_timeout)
     runs.register(registry, run_reconciler, metrics, fleet)
+    definitions.register(registry, run_reconciler)
     return registry

@@ -1,5 +1,6 @@
 """MigrationRun handlers: create, update (spec, suspend, the retry annotation), the indexes the
-fleet-wide refresh reads (it refreshes status and admits queued runs), and delete (cancel,
+fleet-wide refresh reads (it refreshes status and admits queued runs) and the one of refused runs
+that await a provider or mapping (``handlers.definitions`` wakes them), and delete (cancel,
 behind our finalizer)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from ferryman_operator import crd
 from ferryman_operator.errors import DatabaseUnavailable
 from ferryman_operator.fleet import Fleet
 from ferryman_operator.metrics import OperatorMetrics
+from ferryman_operator.reconcile import readmission
 from ferryman_operator.reconcile.admission import Candidate
 from ferryman_operator.runs import Runs, candidate
 
@@ -59,6 +61,22 @@ def register(
         """Every live run's object (a copy), for the fleet-wide refresh; a finished run leaves."""
         return {candidate(body).key: copy.deepcopy(dict(body))}
 
+    @kopf.index(*RESOURCE, id="awaiting", registry=registry)
+    def awaiting(body: kopf.Body, **_: Any) -> dict[readmission.Named, dict[str, Any]]:
+        """Each refused run (a copy) under the provider and mapping it awaits, if any."""
+        named = readmission.awaited(body)
+        return {key: copy.deepcopy(dict(body)) for key in named}
+
+    @kopf.on.event(*RESOURCE, id="refused", when=awaits, registry=registry)
+    async def refused(
+        type: str | None, body: kopf.Body, waiting: kopf.Index[str, Candidate], **_: Any
+    ) -> None:
+        """A run just refused for its provider or mapping is examined once more: one created
+        while it was being refused (``kubectl apply`` of a folder) woke nothing yet. Its
+        status unchanged, nothing is written, so no event follows."""
+        if type == "MODIFIED":
+            await runs.reexamine_all([dict(body)], waiting)
+
     @kopf.on.event(*RESOURCE, id="listed", when=lambda **_: not fleet.listed, registry=registry)
     async def listed(
         live: kopf.Index[str, dict[str, Any]], waiting: kopf.Index[str, Candidate], **_: Any
@@ -88,6 +106,11 @@ def live(status: kopf.Status, **_: Any) -> bool:
     """A run that is not finished (new, queued, running, suspended): refreshed every interval
     (``fleet``)."""
     return (status or {}).get("state") not in FINISHED
+
+
+def awaits(body: kopf.Body, **_: Any) -> bool:
+    """A run refused for the provider or mapping it names (``reconcile.readmission``)."""
+    return bool(readmission.awaited(body))
 
 
 def finished(status: kopf.Status, **_: Any) -> bool:

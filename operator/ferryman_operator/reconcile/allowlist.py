@@ -1,6 +1,7 @@
 """The installation's allow-list of source base URLs (the operator's ``allowed_source_urls``,
 the chart's ``operator.allowedSourceURLs``): which ``spec.source.baseURL`` a run may read from,
-checked at admission before its credential is read. An empty list allows every URL.
+and which OAuth2 token URL its provider may send the credential to, checked at admission before
+its credential is read. An empty list allows every URL.
 
 A pattern is ``SCHEME://HOST[:PORT][/PATH]``. ``HOST`` may hold ``*`` wildcards, matched against
 the URL's host name alone (a ``*`` never reaches into the port or the path, so
@@ -23,6 +24,10 @@ from ferryman_operator.reconcile.status import Refusal
 SETTING = "allowedSourceURLs"
 """The chart value; the operator's setting is FERRYMAN_OPERATOR_ALLOWED_SOURCE_URLS."""
 DEFAULT_PORTS = {"http": 80, "https": 443}
+_ASK = (
+    f"have its administrators add a pattern (the chart's operator.{SETTING}), then retry the run"
+    " (annotate it ferryman.dev/retry=<any new value>)"
+)
 _FORM = re.compile(
     r"^(?P<scheme>https?)://(?P<host>[a-z0-9*.-]+)(?::(?P<port>\*|[0-9]{1,5}))?(?P<path>/.*)?$"
 )
@@ -78,18 +83,32 @@ def parse(texts: Sequence[str]) -> tuple[Pattern, ...]:
     return tuple(Pattern.parse(text) for text in texts if text.strip())
 
 
-def refusal(base_url: str, patterns: Sequence[Pattern]) -> Refusal | None:
-    """Why a run reading from ``base_url`` is refused (None: allowed, or no allow-list)."""
-    if not patterns or any(pattern.matches(base_url) for pattern in patterns):
-        return None
+def refusal(
+    base_url: str, patterns: Sequence[Pattern], token_url: str | None = None, provider: str = ""
+) -> Refusal | None:
+    """Why a run reading from ``base_url`` is refused (None: allowed, or no allow-list): its
+    credential goes there, and to ``token_url`` (its provider's OAuth2 token endpoint, if any;
+    ``provider`` names it), so both must be allowed."""
     listed = ", ".join(pattern.text for pattern in patterns)
-    return Refusal(
-        "SourceNotAllowed",
-        f"spec.source.baseURL: {base_url} matches none of the installation's {SETTING} "
-        f"({listed}): read from a source the installation allows, or have its administrators "
-        f"add a pattern (the chart's operator.{SETTING}), then retry the run (annotate it "
-        "ferryman.dev/retry=<any new value>)",
-    )
+    if not allowed(base_url, patterns):
+        return Refusal(
+            "SourceNotAllowed",
+            f"spec.source.baseURL: {base_url} matches none of the installation's {SETTING} "
+            f"({listed}): read from a source the installation allows, or {_ASK}",
+        )
+    if token_url is not None and not allowed(token_url, patterns):
+        return Refusal(
+            "SourceNotAllowed",
+            f"spec.auth.oauth2.tokenUrl of provider {provider!r}: {token_url} matches none of"
+            f" the installation's {SETTING} ({listed}), and the run's credential would be sent"
+            f" there: use a provider whose token URL the installation allows, or {_ASK}",
+        )
+    return None
+
+
+def allowed(url: str, patterns: Sequence[Pattern]) -> bool:
+    """Whether ``url`` matches a pattern (any URL when there is none)."""
+    return not patterns or any(pattern.matches(url) for pattern in patterns)
 
 
 def _trimmed(path: str) -> str:

@@ -31,9 +31,11 @@ def between(
     admitted = cond.find(new_conditions, cond.ADMITTED) or {}
     if now == "Queued" and was != "Queued":
         events.append(Event("Normal", "Queued", str(admitted.get("message", ""))))
-    if now == "Running" and was in (None, "", "Pending", "Queued"):
+    refused = was == "Failed" and cond.find(old_conditions, cond.ADMITTED) is not None
+    refused = refused and not cond.holds(old_conditions, cond.ADMITTED)
+    if now == "Running" and (was in (None, "", "Pending", "Queued") or refused):
         events.append(Event("Normal", "Admitted", str(admitted.get("message", ""))))
-    if now == "Running" and was == "Failed":
+    if now == "Running" and was == "Failed" and not refused:
         events.append(
             Event("Normal", "Retried", "the failed run was reopened from its checkpoints")
         )

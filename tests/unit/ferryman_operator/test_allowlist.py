@@ -66,6 +66,24 @@ def test_a_url_no_pattern_allows_is_refused_naming_the_setting() -> None:
     assert "operator.allowedSourceURLs" in refused.message
 
 
+def test_a_token_url_no_pattern_allows_is_refused_naming_the_provider_field() -> None:
+    patterns = allowlist.parse(["https://api.example.com", "https://login.example.com"])
+    login = "https://login.example.com/oauth/token"
+    assert allowlist.refusal("https://api.example.com", patterns, login, "crm") is None
+    elsewhere = "https://login.example.net/oauth/token"
+    refused = allowlist.refusal("https://api.example.com", patterns, elsewhere, "crm")
+    assert refused is not None and refused.reason == "SourceNotAllowed"
+    assert refused.message.startswith(
+        f"spec.auth.oauth2.tokenUrl of provider 'crm': {elsewhere} matches none of the "
+        "installation's allowedSourceURLs (https://api.example.com, https://login.example.com)"
+    )
+    assert "operator.allowedSourceURLs" in refused.message
+    # the base URL is checked first, and no list allows every token URL
+    first = allowlist.refusal("https://evil.test", patterns, elsewhere, "crm")
+    assert first is not None and first.message.startswith("spec.source.baseURL: ")
+    assert allowlist.refusal("https://api.example.com", (), elsewhere, "crm") is None
+
+
 def test_no_allow_list_allows_any_url() -> None:
     assert allowlist.refusal("http://10.0.0.7:9000", ()) is None
 

@@ -4,8 +4,10 @@ classed, runs by state and queued ages counted from an index like kopf's, and th
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import datetime
+import pathlib
 import socket
 from typing import Any
 
@@ -53,7 +55,12 @@ def status(state: str, admitted: str | None, reason: str = "Admitted") -> dict[s
         ({}, status("Queued", "False", "WorkspaceBusy"), None),
         ({}, status("Failed", "False", "WorkspaceBusy"), "WorkspaceBusy"),
         ({}, status("Failed", "False", "InvalidSpec"), "InvalidSpec"),
+        ({}, status("Failed", "False", "ProviderNotFound"), "ProviderNotFound"),
+        ({}, status("Failed", "False", "MappingInvalid"), "MappingInvalid"),
+        ({}, status("Failed", "False", "SourceNotAllowed"), "SourceNotAllowed"),
+        ({}, status("Failed", "False", "CredentialNotBound"), "CredentialNotBound"),
         ({}, status("Failed", "False", "SomethingNew"), "Other"),
+        (status("Failed", "False", "ProviderNotFound"), status("Running", "True"), "admitted"),
         (status("Failed", "False", "InvalidSpec"), status("Failed", "False", "InvalidSpec"), None),
         (status("Failed", "False", "WorkspaceBusy"), status("Running", "True"), "admitted"),
         (status("Running", "True"), status("Failed", "True"), None),
@@ -63,6 +70,43 @@ def test_a_transition_counts_an_admission_or_a_refusal_once(
     old: dict[str, Any], new: dict[str, Any], counted: str | None
 ) -> None:
     assert metrics.transition(old, new) == counted
+
+
+MAKERS = ("Refusal", "_unreadable")
+"""What makes a refusal in the operator's code, its reason the first argument."""
+
+
+def _refusal_reasons() -> set[str]:
+    """The reason of every refusal the operator's code makes, read from its source: literals
+    (a name is a maker's parameter, a call re-reads a reason already given; a reason composed
+    in an f-string would hide from this list, so none may be)."""
+    root = pathlib.Path(metrics.__file__).parent
+    found: set[str] = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") in MAKERS):
+                continue
+            assert node.args, f"{path}:{node.lineno}: a refusal without a positional reason"
+            reason = node.args[0]
+            if isinstance(reason, ast.Constant):
+                found.add(str(reason.value))
+            elif isinstance(reason, ast.JoinedStr):
+                raise AssertionError(f"{path}:{node.lineno}: a reason composed in an f-string")
+    return found
+
+
+def test_every_reason_the_operator_refuses_for_has_its_own_label() -> None:
+    made = _refusal_reasons()
+    assert {"ProviderNotFound", "MappingUnreadable", "SourceNotAllowed"} <= made
+    assert made - set(metrics.REFUSALS) == set()
+    seen = metrics.OperatorMetrics()
+    for reason in sorted(made):
+        seen.status_changed({}, status("Failed", "False", reason))
+    got = samples(seen)
+    for reason in metrics.REFUSALS:
+        expected = 1 if reason in made else 0
+        assert got["ferryman_operator_refusals_total", frozenset({("reason", reason)})] == expected
+    assert got["ferryman_operator_refusals_total", frozenset({("reason", "Other")})] == 0
 
 
 def test_errors_are_classed_database_api_or_unexpected() -> None:

@@ -143,6 +143,17 @@ def test_events_are_said_once_on_each_transition() -> None:
     assert (event.type, event.reason) == ("Warning", "Failed") and "boom" in event.message
 
 
+def test_a_refused_run_admitted_later_is_admitted_and_a_failed_one_reopened_is_retried() -> None:
+    refused, said = step({}, Observation(WORKERS, refused=Refusal("ProviderNotFound", "none")))
+    assert said == ["Refused"]
+    admitted, said = step(refused, observed(), T1)
+    assert said == ["Admitted", "PhaseStarted"]
+    assert by_type(admitted)["Admitted"]["status"] == "True"
+    failed, said = step(admitted, observed(state=RunState.FAILED, error="boom"), T1)
+    assert said == ["Failed"]
+    assert step(failed, observed(), T1)[1] == ["Retried", "PhaseStarted"]
+
+
 def started(old: dict[str, Any], seen: Observation) -> list[str]:
     """The messages of the PhaseStarted Events of the move from ``old`` when ``seen``."""
     new = status.compute(old, seen, 1, T1)

@@ -14,7 +14,7 @@ from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.destinations import generate
 from ferryman_worker.destinations.generate import KindCatalog
-from ferryman_worker.destinations.mapping import KindMapping, Mapping
+from ferryman_worker.destinations.mapping import KindMapping, Mapping, OnDeleted, SoftDelete
 
 INTEGER_IDS = ("smallint", "integer", "bigint")
 """Destination id types the ledger (``row_id bigint``) can hold."""
@@ -56,6 +56,9 @@ def check(conn: Connection, mapping: Mapping, kinds: list[str] | None = None) ->
             report.catalogs[kind] = found
     for kind, found in report.catalogs.items():
         problem = _plans(conn, mapping.kinds[kind], found)
+        if problem is None and mapping.kinds[kind].on_deleted is not OnDeleted.RECORD:
+            problem = _plans(conn, mapping.kinds[kind], found, generate.Versions(delta=True))
+            problem = problem and f"onDeleted: {problem}"
         if problem:
             report.problems.append(f"kinds.{kind}: PostgreSQL refuses its writer: {problem}")
     return report
@@ -95,6 +98,7 @@ def _kind(
                 problems.append(f"{where}.cast: there is no type {column.cast!r} in this database")
             else:
                 types[name] = column.cast
+    problems.extend(_marked(kind, columns, at, types))
     problems.extend(_id_problems(kind, columns, at))
     problems.extend(
         f"{at}.columns: {kind.table}.{name} is NOT NULL and has no default: map it"
@@ -111,6 +115,28 @@ def _kind(
         return None
     id_column = columns[kind.id]
     return KindCatalog(types, id_column["sequence"], id_column["identity"] == "a")
+
+
+def _marked(
+    kind: KindMapping, columns: dict[str, dict[str, Any]], at: str, types: dict[str, str]
+) -> list[str]:
+    """Problems of a soft delete's columns (``onDeleted.set``); their types go into ``types``."""
+    if not isinstance(kind.on_deleted, SoftDelete):
+        return []
+    problems = []
+    for name in kind.on_deleted.set:
+        where = f"{at}.onDeleted.set.{name}"
+        found = columns.get(name)
+        if found is None:
+            problems.append(
+                f"{where}: {kind.table} has no column {name}; add it with the application's "
+                f"own migrations, or set another; known: {sorted(columns)}"
+            )
+        elif found["generated"]:
+            problems.append(f"{where}: {kind.table}.{name} is a generated column: set another")
+        else:
+            types.setdefault(name, found["type"])
+    return problems
 
 
 def _unmapped(where: str, kind: str) -> str:
@@ -163,10 +189,16 @@ def _join_problems(conn: Connection, mapping: Mapping, table: str, join: Any, at
     return problems
 
 
-def _plans(conn: Connection, kind: KindMapping, found: KindCatalog) -> str | None:
-    """PostgreSQL's reason for refusing to plan the kind's rows statement; None if it plans."""
-    statement = generate.statement(kind, found, "rows")
-    params = {"rows": Jsonb([]), "workspace": "", "kind": "", "run_id": 0}
+def _plans(
+    conn: Connection,
+    kind: KindMapping,
+    found: KindCatalog,
+    versions: generate.Versions = generate.FULL,
+) -> str | None:
+    """PostgreSQL's reason for refusing to plan the kind's rows statement (a full run's, or
+    with ``versions`` a delta's); None if it plans."""
+    statement = generate.statement(kind, found, "rows", versions)
+    params = {"rows": Jsonb([]), "workspace": "", "kind": "", "run_id": 0, "deleted": []}
     try:
         with conn.transaction(force_rollback=True):
             conn.execute(b"EXPLAIN " + statement, params)

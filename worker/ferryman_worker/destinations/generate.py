@@ -22,7 +22,9 @@ from ferryman_worker.destinations.mapping import (
     Column,
     Constant,
     KindMapping,
+    OnDeleted,
     OnExisting,
+    SoftDelete,
     Unresolved,
 )
 
@@ -32,6 +34,7 @@ _CONSTANTS = {
     Constant.WORKSPACE: sql.SQL("%(workspace)s::text"),
     Constant.RUN: sql.SQL("%(run_id)s::bigint"),
     Constant.KIND: sql.SQL("%(kind)s::text"),
+    Constant.NOW: sql.SQL("now()"),
 }
 _COUNT_SLOTS = sql.SQL("(SELECT count(*) FROM slots)")
 _GONE = sql.SQL(
@@ -40,6 +43,18 @@ _GONE = sql.SQL(
     " AND source_id = ANY(%(deleted)s::text[]) AND source_deleted_at IS NULL)"
 )
 """A delta's tombstones (``deleted``: source ids the listing marks deleted), recorded."""
+_GONE_ROWS = sql.SQL(
+    "gone AS (UPDATE ferryman_ledger SET source_deleted_at = now()"
+    " WHERE workspace = %(workspace)s AND kind = %(kind)s"
+    " AND source_id = ANY(%(deleted)s::text[]) AND source_deleted_at IS NULL RETURNING row_id)"
+)
+"""The same, returning the rows the ledger names (for onDeleted: delete or set)."""
+_REVERSIONED = sql.SQL(
+    "reversioned AS (UPDATE ferryman_ledger l SET source_version = v.ferryman_version,"
+    " version_run_id = %(run_id)s FROM revised v WHERE l.workspace = %(workspace)s"
+    " AND l.kind = %(kind)s AND l.source_id = v.ferryman_source_id)"
+)
+"""A delta's changed records (``revised``): the ledger's versions moved on, by this run."""
 
 
 def _tail(tail: Tail, written: sql.Composable, skipped: sql.Composable) -> sql.Composable:
@@ -288,7 +303,7 @@ def statement(
     written: sql.Composable = _COUNT_SLOTS
     skipped: sql.Composable = sql.SQL("0")
     if versions.delta:
-        ctes += [*_revisions(shape, select, lateral), _GONE]
+        ctes += [*_revisions(shape, select, lateral), *_deletions(shape)]
         updates = sql.SQL("(SELECT count(*) FROM revised)") if shape.updates() else sql.SQL("0")
         written = sql.SQL("{} + {}").format(_COUNT_SLOTS, updates)
         skipped = sql.SQL(
@@ -360,11 +375,7 @@ def _revisions(
     yield sql.SQL(
         "revised AS (SELECT r.ferryman_known_id AS ferryman_row_id, {} FROM changed r {})"
     ).format(sql.SQL(", ").join(select), sql.SQL(" ").join(lateral))
-    yield sql.SQL(
-        "reversioned AS (UPDATE ferryman_ledger l SET source_version = v.ferryman_version"
-        " FROM revised v WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s"
-        " AND l.source_id = v.ferryman_source_id)"
-    )
+    yield _REVERSIONED
     if not shape.updates():
         return
     yield sql.SQL(
@@ -399,6 +410,35 @@ def _revisions(
             "{name} AS (DELETE FROM {table} j USING revised v WHERE j.{column} = v.ferryman_row_id"
             " AND j.{other} NOT IN (SELECT o.row_id FROM {others}))"
         ).format(name=sql.Identifier(f"unlinked_{index}"), **names)
+
+
+def _deletions(shape: _Shape) -> Iterator[sql.Composable]:
+    """A delta's tombstones recorded in the ledger (each once: a retried window finds them
+    recorded) and, by the mapping's ``onDeleted``, their rows deleted or marked deleted."""
+    action = shape.mapping.on_deleted
+    if action is OnDeleted.RECORD:
+        yield _GONE
+        return
+    yield _GONE_ROWS
+    names = {"table": _table(shape.mapping.table), "id": sql.Identifier(shape.mapping.id)}
+    if action is OnDeleted.DELETE:
+        yield sql.SQL(
+            "removed AS (DELETE FROM {table} t USING gone g WHERE t.{id} = g.row_id)"
+        ).format(**names)
+        return
+    assert isinstance(action, SoftDelete)
+    marks = []
+    for column, stored in action.set.items():
+        value: sql.Composable
+        if stored.constant is not None:
+            value = _CONSTANTS[stored.constant]
+        else:
+            type_ = sql.SQL(shape.catalog.types[column])
+            value = sql.SQL("{}::{}").format(sql.Literal(stored.value), type_)
+        marks.append(sql.SQL("{} = {}").format(sql.Identifier(column), value))
+    yield sql.SQL(
+        "removed AS (UPDATE {table} t SET {marks} FROM gone g WHERE t.{id} = g.row_id)"
+    ).format(marks=sql.SQL(", ").join(marks), **names)
 
 
 def _rows(
@@ -552,11 +592,7 @@ def landing_statement(source_id: str, tail: Tail, versions: Versions = FULL) -> 
                 " AND ferryman_version_newer(k.ferryman_version, k.ferryman_known_version)"
                 " RETURNING t.id, k.ferryman_source_id, k.ferryman_version)"
             ),
-            sql.SQL(
-                "reversioned AS (UPDATE ferryman_ledger l SET source_version = v.ferryman_version"
-                " FROM revised v WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s"
-                " AND l.source_id = v.ferryman_source_id)"
-            ),
+            _REVERSIONED,
         ]
         ctes.append(_GONE)
         written = sql.SQL("{} + (SELECT count(*) FROM revised)").format(_COUNT_SLOTS)

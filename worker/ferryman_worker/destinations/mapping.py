@@ -19,7 +19,15 @@ import pathlib
 from typing import Annotated, Any, Final, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -80,6 +88,20 @@ class Constant(enum.StrEnum):
     WORKSPACE = "workspace"
     RUN = "run"
     KIND = "kind"
+    NOW = "now"
+    """The time of the transaction that writes the row (PostgreSQL's now())."""
+
+
+class OnDeleted(enum.StrEnum):
+    """What a delta run does to the application's row of a record its source reports deleted."""
+
+    RECORD = "record"
+    """Record the deletion in the ledger (ferryman_ledger.source_deleted_at); the row stays."""
+
+    DELETE = "delete"
+    """Delete the row the ledger names, and record the deletion. A row the database refuses to
+    delete (a foreign key of another row) is a row error with the database's reason; its
+    deletion is not recorded, so a delta that lists it again tries again."""
 
 
 class Reference(_Model):
@@ -103,7 +125,7 @@ class Column(_Model):
     """JSON pointer into the record, e.g. /name or /address/city."""
 
     constant: Constant | None = None
-    """The run's workspace, id or the kind's name."""
+    """The run's workspace, id, the kind's name, or now (when the row is written)."""
 
     value: Scalar | None = None
     """A fixed value."""
@@ -136,6 +158,57 @@ class Column(_Model):
                 "column_default", "default only applies to a field: remove it, or use value"
             )
         return self
+
+
+class Stored(_Model):
+    """A value a soft delete stores in a column: exactly one of constant, value."""
+
+    constant: Constant | None = None
+    """A value the run knows, e.g. now (the time the deletion is written)."""
+
+    value: Scalar | None = None
+    """A fixed value, e.g. true; read as the column's type."""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Self:
+        if (self.constant is None) == (self.value is None):
+            raise PydanticCustomError(
+                "stored_source", "give exactly one of constant or value, e.g. {constant: now}"
+            )
+        return self
+
+
+class SoftDelete(_Model):
+    """Mark the row deleted instead of deleting it: set these columns of the row the ledger
+    names, and record the deletion."""
+
+    set: Annotated[dict[Identifier, Stored], Field(min_length=1)]
+    """Column -> the value it takes, e.g. {deleted_at: {constant: now}} or
+    {archived: {value: true}}."""
+
+
+_SOFT_TAG: Final = "(set)"
+_ACTION_TAG: Final = "(action)"
+TAGS: Final = (_SOFT_TAG, _ACTION_TAG)
+"""The union's branch names pydantic puts in an error's location; not part of the YAML path."""
+
+
+def _on_deleted_branch(value: Any) -> str | None:
+    if isinstance(value, str):
+        return _ACTION_TAG
+    if isinstance(value, dict | SoftDelete):
+        return _SOFT_TAG
+    return None
+
+
+OnDeletedAction = Annotated[
+    Annotated[OnDeleted, Tag(_ACTION_TAG)] | Annotated[SoftDelete, Tag(_SOFT_TAG)],
+    Discriminator(
+        _on_deleted_branch,
+        custom_error_type="on_deleted",
+        custom_error_message="give record, delete or {set: {column: {value: ...}}}",
+    ),
+]
 
 
 class Join(_Model):
@@ -190,6 +263,11 @@ class KindMapping(_Model):
     natural_key: NaturalKey | None = None
     """Matching rows the application already has; absent: every record is a new row."""
 
+    on_deleted: OnDeletedAction = OnDeleted.RECORD
+    """What a delta run does to the row of a record its source reports deleted: record
+    (the ledger notes it, the row stays), delete (the row is deleted), or
+    {set: {column: {value: ...}}} (a soft delete, e.g. {set: {deleted_at: {constant: now}}})."""
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.id in self.columns:
@@ -206,6 +284,19 @@ class KindMapping(_Model):
                     "naturalKey.columns: {unmapped} not in columns; map them",
                     {"unmapped": ", ".join(unmapped)},
                 )
+            skip = self.natural_key.on_existing is OnExisting.SKIP
+            if skip and self.on_deleted is not OnDeleted.RECORD:
+                raise PydanticCustomError(
+                    "on_deleted_skip",
+                    "onDeleted: naturalKey.onExisting is skip, so a delta leaves the "
+                    "application's rows as they are: use onDeleted: record, or onExisting: update",
+                )
+        if isinstance(self.on_deleted, SoftDelete) and self.id in self.on_deleted.set:
+            raise PydanticCustomError(
+                "on_deleted_id",
+                "onDeleted.set.{id}: the id column names the row; set other columns",
+                {"id": self.id},
+            )
         return self
 
     def references(self) -> list[tuple[str, Unresolved]]:
@@ -296,7 +387,7 @@ def parse(document: object, *, source: str = "<mapping>") -> Mapping:
         return Mapping.model_validate(document, by_alias=True, by_name=False)
     except ValidationError as exc:
         problems = [
-            f"{'.'.join(str(p) for p in error['loc']) or '(top)'}: {error['msg']}"
+            f"{'.'.join(str(p) for p in error['loc'] if p not in TAGS) or '(top)'}: {error['msg']}"
             for error in exc.errors(include_input=False, include_url=False)
         ]
     lines = "".join(f"\n  {problem}" for problem in problems)

@@ -23,6 +23,8 @@ MODELS: tuple[type[BaseModel], ...] = (
     models.Reference,
     models.Join,
     models.NaturalKey,
+    models.SoftDelete,
+    models.Stored,
 )
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Generator, Mapping
 import httpx
 
 from ferryman_worker.engine import oauth
-from ferryman_worker.engine.credentials import HOSTS_ANNOTATION, Credential, url_host
+from ferryman_worker.engine.credentials import Credential, url_host
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers import AuthStyle, OAuth2
 
@@ -143,8 +143,8 @@ def for_credential(
         raise ConfigurationError(
             f"spec.auth.oauth2.tokenUrl: {url_host(url)} is not a host the source credential is"
             f" bound to ({', '.join(credential.hosts) or 'none'}): correct the provider's"
-            f" tokenUrl, or bind the credential to that host too (annotation {HOSTS_ANNOTATION}"
-            " on its Secret)"
+            f" tokenUrl, or bind the credential to that host too:"
+            f" {credential.binding_fix(url_host(url))}"
         )
     endpoint = oauth.TokenEndpoint(
         _GrantCredential(credential, grant),

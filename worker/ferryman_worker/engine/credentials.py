@@ -6,7 +6,8 @@ that the run's ``baseURL`` is one of the hosts the Secret's ``ferryman.dev/hosts
 binds it to, and seals it (Fernet, with the installation's key) into
 ``ferryman_run_credentials``; a worker unseals it from there and needs no Kubernetes API rights.
 ``ferryman run`` (no Kubernetes) reads it from the environment or a folder and binds it to the
-host of the run's own ``baseURL``.
+host of the run's own ``baseURL``, and to the run's ``credentialsSecretRef.tokenHost`` when it
+declares one (the login host of an OAuth2 token URL).
 
 Every request a worker makes with a credential passes ``Credential.guard`` first: a request to a
 host the credential is not bound to is refused before a byte leaves the worker.
@@ -31,6 +32,9 @@ HOSTS_ANNOTATION = "ferryman.dev/hosts"
 host name (``api.example.com``), a wildcard for its subdomains (``*.example.com``), either with
 a port (``crm.internal:8080``)."""
 
+TOKEN_HOST_FIELD = "spec.source.credentialsSecretRef.tokenHost"
+"""Where a run of ``ferryman run`` binds its credential to a second host."""
+
 REDACTED = "***"
 
 
@@ -40,10 +44,15 @@ class HostNotBound(FerrymanError):
 
     def __init__(self, url: str, credential: Credential) -> None:
         host = urllib.parse.urlsplit(url).netloc.rpartition("@")[2] or "(no host)"
+        bound = ", ".join(credential.hosts) or "no host"
+        by = (
+            f"the run binds it to {bound} (its baseURL's host and {TOKEN_HOST_FIELD})"
+            if credential.local
+            else f"its Secret binds it to {bound} (annotation {HOSTS_ANNOTATION})"
+        )
         super().__init__(
-            f"refused to send the source credential to {host}: its Secret binds it to "
-            f"{', '.join(credential.hosts) or 'no host'} (annotation {HOSTS_ANNOTATION}); "
-            "spec.source.baseURL must be one of them"
+            f"refused to send the source credential to {host}: {by}; spec.source.baseURL must"
+            " be one of them"
         )
 
 
@@ -56,6 +65,9 @@ class Credential:
     values: Mapping[str, str]
     hosts: tuple[str, ...]
     id: str = ""
+    local: bool = False
+    """Bound by a run of ``ferryman run`` (its baseURL's host and ``tokenHost``), not by a
+    Secret's annotation: what an error tells to change."""
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -87,6 +99,12 @@ class Credential:
             return False
         port = parts.port or (443 if parts.scheme == "https" else 80)
         return any(host_matches(pattern, parts.hostname, port) for pattern in self.hosts)
+
+    def binding_fix(self, host: str) -> str:
+        """How to bind this credential to ``host`` too, where its hosts are declared."""
+        if self.local:
+            return f"set {TOKEN_HOST_FIELD}: {host} in the run file"
+        return f"add {host} to the annotation {HOSTS_ANNOTATION} of its Secret"
 
     def guard(self, request: httpx.Request) -> None:
         """An httpx request hook: HostNotBound unless the request goes to a bound host."""

@@ -70,6 +70,26 @@ def tombstones(
     return gone, [r for r in records if r.get(field) is not True]
 
 
+def renewed_parents(
+    conn: Connection, run: Mapping[str, Any], kind: Kind, parents: list[str]
+) -> set[str]:
+    """Of a tree kind's ``parents``, those this delta run wrote (new, or updated because they
+    changed): each of their children is read again, body and all, and written through the
+    version comparison, so a change under a changed parent is applied. Empty in a full run."""
+    if kind.parent is None or not is_delta(run) or not parents:
+        return set()
+    rows = conn.execute(
+        queries.engine("delta_renewed_parents"),
+        {
+            "workspace": run["workspace"],
+            "kind": kind.parent,
+            "source_ids": parents,
+            "run_id": run["id"],
+        },
+    ).fetchall()
+    return {row["source_id"] for row in rows}
+
+
 def listing_params(run: Mapping[str, Any], kind: Kind) -> dict[str, str]:
     """The query parameters asking ``kind``'s listing for what changed in this delta run;
     empty for a full run, or a kind without ``changedSince``, or one read whole."""

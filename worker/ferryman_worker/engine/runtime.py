@@ -5,7 +5,8 @@ A run admitted by the operator (its credential reference names the run's namespa
 credential sealed in the database (``ferryman_run_credentials``, see ``credentials``): the
 worker opens it with the installation's sealing key and uses nothing else for it, whatever is
 in its environment or folders. A run of ``ferryman run`` names a Secret found in the
-environment or a mounted folder, bound to the host of the run's own ``baseURL``.
+environment or a mounted folder, bound to the host of the run's own ``baseURL`` (and to its
+``credentialsSecretRef.tokenHost``, when it declares one).
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ class EngineRuntime:
         """The run's credential: unsealed from ``run["sealed_credential"]`` for a run the
         operator admitted (every key of its Secret), else (``ferryman run``) the keys the
         provider's auth ``style`` needs from the environment or the folder, bound to the host
-        of the run's ``base_url``. ConfigurationError says where to put it, never what it is."""
+        of the run's ``base_url`` and to its ``tokenHost``, if the reference declares one.
+        ConfigurationError says where to put it, never what it is."""
         reference = run["credential"]
         if reference.get("namespace"):
             sealed = run.get("sealed_credential")
@@ -86,7 +88,9 @@ class EngineRuntime:
             values = {"token": self._local(reference)}
         else:
             values = auth.credential_values(style, reference, self._local)
-        return Credential(values, (url_host(run["base_url"]),))
+        login = reference.get("tokenHost")
+        hosts = (url_host(run["base_url"]), *([login] if login else []))
+        return Credential(values, hosts, local=True)
 
     def _local(self, reference: Mapping[str, str]) -> str:
         name, key = reference["name"], reference.get("key", "token")

@@ -9,8 +9,10 @@ the whole round before it writes, so no call is in flight while a transaction is
 cross parent boundaries: the listings of the next parents are fetched side by side, and a round
 of bodies may span parents, so the threads do not idle at the end of each parent. Once a round
 is joined, every parent whose bodies are all in hand is written, in order. Children the ledger
-holds are not fetched again; a stopped task refetches, on resume, at most what it held (its last
-round, and the parent the round before left half-fetched). A child whose body the source says is
+holds are not fetched again, except in a delta run under a parent it wrote (new or changed):
+those are read again and written through the version comparison. A stopped task refetches, on
+resume, at most what it held (its last round, and the parent the round before left
+half-fetched). A child whose body the source says is
 gone (HTTP 404 or 410: deleted since it was listed) is recorded as a row error, not written; a
 parent whose children's listing says so was deleted since its own listing, children and all: it
 has none left to write.
@@ -28,7 +30,7 @@ from typing import Any
 
 from ferryman_worker import metrics
 from ferryman_worker.db import queries
-from ferryman_worker.engine import paging, windows
+from ferryman_worker.engine import delta, paging, windows
 from ferryman_worker.engine.scope import Scope
 from ferryman_worker.engine.source import SourceError
 
@@ -152,8 +154,8 @@ def _write_parent(scope: Scope, parent: _Parent, *, last: bool) -> None:
 def _children_to_fetch(
     scope: Scope, pool: Pool, parents: list[str]
 ) -> list[tuple[list[dict[str, Any]], windows.Malformed]]:
-    """Per parent: its children whose bodies are still to fetch (valid, not in the ledger), and
-    its malformed children."""
+    """Per parent: its children whose bodies are still to fetch (valid, and not in the ledger,
+    unless a delta wrote the parent: then all of them), and its malformed children."""
     listed = _list(scope, pool, parents)
     validated = [windows.validate(scope.kind, headers) for headers in listed]
     valid_ids = [{str(getattr(model, "id", None)) for model in valid} for valid, _ in validated]
@@ -168,9 +170,10 @@ def _children_to_fetch(
             },
         )
     }
+    renewed = delta.renewed_parents(scope.conn, scope.run, scope.kind, parents)
     return [
-        ([h for h in headers if str(h.get("id")) in ids - written], malformed)
-        for headers, ids, (_, malformed) in zip(listed, valid_ids, validated, strict=True)
+        ([h for h in headers if str(h.get("id")) in (ids if p in renewed else ids - written)], bad)
+        for p, headers, ids, (_, bad) in zip(parents, listed, valid_ids, validated, strict=True)
     ]
 
 

@@ -8,8 +8,8 @@ errors, checkpoint, and the gate, which raises when the task is no longer ours o
 longer runs), committed on its own. Only if the database refuses the writer (a value out of
 range, a ledger slot already taken) is the window written again ``carefully``, inside a
 transaction: row by row, one savepoint per row, so the row the database refuses is rolled back
-alone and recorded. A careful window of W rows opens W subtransactions: keep W under
-PostgreSQL's 64 cached per transaction.
+alone and recorded. A careful window of W rows (a delta's tombstones included) opens W
+subtransactions: keep W under PostgreSQL's 64 cached per transaction.
 """
 
 from __future__ import annotations
@@ -135,8 +135,12 @@ def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
     ``Closed`` if the gate refuses the window."""
     counts = Counts()
     refused: Malformed = []
-    if window.deleted:  # the tombstones first, on their own
-        _write_row(cur, target, None, window.deleted)
+    for source_id in window.deleted:  # the tombstones first, each alone: a row the database
+        try:  # refuses to delete (a foreign key) is a row error, its deletion not noted
+            with cur.connection.transaction():
+                _write_row(cur, target, None, [source_id])
+        except REFUSED as exc:
+            refused.append((source_id, _db_reason(exc)))
     for model in window.valid:
         try:
             with cur.connection.transaction():

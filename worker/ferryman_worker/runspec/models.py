@@ -33,6 +33,7 @@ CONDITION_TYPE: Final = (
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
 )
 CONDITION_REASON: Final = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+TOKEN_HOST: Final = r"[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?"
 
 SECRET_ADVICE: Final = (
     "put them in a Secret and reference it with spec.source.credentialsSecretRef {name, key}"
@@ -73,6 +74,17 @@ def _check_base_url(url: str) -> str:
             "url_host", "must be an http(s) URL with a host, e.g. https://api.example.com"
         )
     return url
+
+
+def _check_host(host: str) -> str:
+    """A host name or address with an optional port: what a credential is bound to."""
+    if not re.fullmatch(TOKEN_HOST, host):
+        raise PydanticCustomError(
+            "host",
+            "must be a host with an optional port, e.g. login.example.com or auth.internal:8443"
+            " (no scheme, path or wildcard): the host of the provider's OAuth2 tokenUrl",
+        )
+    return host.lower()
 
 
 def _cel(rule: str, message: str, reason: str | None = None) -> dict[str, str]:
@@ -139,6 +151,13 @@ class SecretKeyRef(_Model):
 
     key: Annotated[str, Field(min_length=1, max_length=253, pattern=SECRET_KEY)] = "token"
     """Key of the Secret whose value is the source credential."""
+
+    token_host: Annotated[str, Field(max_length=259), AfterValidator(_check_host)] | None = None
+    """`ferryman run` only: a second host the credential may be sent to, the one of the
+    provider's OAuth2 tokenUrl when it is not the baseURL's (a login host, e.g.
+    login.example.com; with :port to allow that port only). Locally a credential is bound to
+    the baseURL's host, and to this one when given. On Kubernetes a credential is bound by its
+    Secret's ferryman.dev/hosts annotation: the operator refuses a run that sets this."""
 
 
 class RateLimitSpec(_Model):

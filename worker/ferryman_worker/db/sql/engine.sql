@@ -17,6 +17,13 @@ SELECT k.kind, max(r.started_at) AS since
     ON r.workspace = %(workspace)s AND r.state = 'succeeded' AND k.kind = ANY (r.kinds)
  GROUP BY k.kind;
 
+-- name: delta_renewed_parents
+-- Of these parents of a tree kind (source ids of the parent kind), those this delta run wrote:
+-- claimed or updated by it. A delta reads each of their children again.
+SELECT source_id FROM ferryman_ledger
+ WHERE workspace = %(workspace)s AND kind = %(kind)s AND source_id = ANY(%(source_ids)s::text[])
+   AND (run_id = %(run_id)s OR version_run_id = %(run_id)s);
+
 -- name: claim_workspace
 -- The workspace's owner: the namespace that claims it first keeps it.
 WITH claimed AS (

@@ -335,6 +335,7 @@ CREATE TABLE ferryman_ledger (
     run_id    bigint NOT NULL,
     source_version text COLLATE "C",  -- migrations/0050: the row's source version (NULL: unknown)
     source_deleted_at timestamptz,    -- migrations/0050: when a delta saw the record deleted
+    version_run_id bigint,            -- migrations/0060: the delta that updated it (NULL: run_id)
     PRIMARY KEY (workspace, kind, source_id)
 );
 
