@@ -133,3 +133,35 @@ def test_a_node_needs_the_controller_manager(
         assert added.returncode == 1
         assert "the node needs kube-controller-manager" in added.stderr
         assert bare.kubectl("get", "nodes", "-o", "name").stdout == ""
+
+
+def test_another_api_server_has_flags_of_its_own_and_the_same_objects(
+    start_controlplane: Any, controlplane_cli: Any, tmp_path_factory: pytest.TempPathFactory
+):
+    state_dir = tmp_path_factory.mktemp("apiservers") / "state"
+    at = ("--state-dir", str(state_dir))
+    with start_controlplane(state_dir, "--no-controller-manager") as plane:
+        bad = controlplane_cli("add-apiserver", *at, "Limited", "--", "--max-requests-inflight=1")
+        assert bad.returncode == 1
+        assert "use lower-case letters" in bad.stderr
+        added = controlplane_cli("add-apiserver", *at, "limited", "--", "--max-requests-inflight=7")
+        assert added.returncode == 0, added.stderr
+        server = json.loads(added.stdout)["server"]
+        assert server.startswith("https://127.0.0.1:") and server != plane.server
+        again = controlplane_cli("add-apiserver", *at, "limited")
+        assert again.returncode == 1
+        assert "already up" in again.stderr
+        pid = pids(state_dir)["kube-apiserver-limited"]
+        argv = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+        assert argv[-2:] == ["--max-requests-inflight=7", ""]
+        plane.kubectl("create", "namespace", "seen-by-both")
+        seen = plane.kubectl("get", "namespace", "seen-by-both", "-o", "name", "--server", server)
+        assert seen.stdout.strip() == "namespace/seen-by-both"
+        removed = controlplane_cli("remove-apiserver", *at, "limited")
+        assert removed.returncode == 0, removed.stderr
+        assert not running(pid)
+        assert "kube-apiserver-limited" not in pids(state_dir)
+        other = controlplane_cli("add-apiserver", *at, "other")
+        assert other.returncode == 0, other.stderr
+        left = pids(state_dir)["kube-apiserver-other"]
+    assert not running(left)  # down stops it with the rest

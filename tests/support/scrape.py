@@ -1,6 +1,6 @@
 """Reading a real process's ``GET /metrics``: fetched over HTTP, parsed with prometheus_client's
 own parser, as ``{(sample name, labels): value}``; shared by the worker's and the operator's
-metrics tests."""
+metrics tests (and the API server's 429s in tests/k8s/test_kubernetes_source.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,16 @@ def scrape(port: int) -> tuple[str, Samples]:
     response = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain; version=")
+    return response.text, parse(response.text)
+
+
+def parse(text: str) -> Samples:
+    """The samples of a Prometheus text exposition (any process's, kube-apiserver's too)."""
     samples: Samples = {}
-    for family in text_string_to_metric_families(response.text):
+    for family in text_string_to_metric_families(text):
         for sample in family.samples:
             samples[sample.name, frozenset(sample.labels.items())] = sample.value
-    return response.text, samples
+    return samples
 
 
 def total(samples: Samples, name: str, **labels: str) -> float:

@@ -281,3 +281,26 @@ def test_a_bad_oauth2_block_names_the_field_and_the_fix() -> None:
     assert _problems(OAUTH.replace("style: oauth2", "style: bearer")) == [
         "spec.auth: `oauth2` is for style oauth2: set `style: oauth2`, or drop it"
     ]
+
+
+def test_a_field_may_be_read_from_a_dotted_path_into_nested_objects() -> None:
+    text = """
+    metadata: {name: cluster}
+    spec:
+      auth: {style: bearer}
+      kinds:
+        configmaps:
+          request: {path: /configmaps}
+          records: items
+          pagination: {style: cursor, param: continue, next: metadata.continue}
+          fields:
+            id: {type: string, required: true, source: metadata.uid}
+            labels: {type: object, source: metadata.labels}
+            name: {type: string, source: metadata.name}
+    """
+    kind = declarative.DeclaredProvider(declarative.parse(textwrap.dedent(text))).kinds
+    model = kind["configmaps"].model
+    record = model.model_validate({"metadata": {"uid": "u-1", "labels": {"app": "crm"}}})
+    assert record.model_dump() == {"id": "u-1", "labels": {"app": "crm"}, "name": None}
+    with pytest.raises(ValueError, match="id"):
+        model.model_validate({"metadata": {"name": "no-uid"}})

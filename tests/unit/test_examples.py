@@ -25,7 +25,7 @@ def test_the_sales_migration_mapping_is_the_sales_mapping_file() -> None:
     assert contract.mapping_document(resource["spec"], "sales")["provider"] == "jsonserver"
 
 
-@pytest.mark.parametrize("source", ["json-server", "pocketbase"])
+@pytest.mark.parametrize("source", ["json-server", "kubernetes", "pocketbase"])
 def test_each_example_provider_is_a_migration_provider(source: str) -> None:
     document = yaml.safe_load((EXAMPLES / "sources" / source / "provider.yaml").read_text())
     assert (document["apiVersion"], document["kind"]) == (

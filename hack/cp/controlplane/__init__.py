@@ -11,6 +11,9 @@
     env     print shell exports: KUBECONFIG, PATH and the binaries' paths
     add-node / remove-node
             add the node to a control plane that is up / take it away (the control plane stays)
+    add-apiserver [--state-dir D] [--timeout S] NAME -- FLAGS... / remove-apiserver NAME
+            start another kube-apiserver on the control plane's etcd, with FLAGS of its own (e.g.
+            --max-requests-inflight=1), and print its URL as JSON / stop it
     load-image REF
             import a podman image into the node's containerd (pods: imagePullPolicy: Never)
     host-snapshot

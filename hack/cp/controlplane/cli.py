@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import __doc__ as DOC
 from . import host
+from .apiservers import add_apiserver, remove_apiserver
 from .cluster import default_state_dir, down, up, watch
 from .common import REPO, ControlPlaneError, format_seconds, log
 from .gobuild import binaries, build, cp_cache, default_jobs
@@ -87,6 +88,21 @@ def cmd_remove_node(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_add_apiserver(args: argparse.Namespace) -> int:
+    flags = args.flags[1:] if args.flags[:1] == ["--"] else args.flags
+    server = add_apiserver(loaded_state(args), args.name, flags, args.timeout)
+    log(f"API server {args.name} is up: {server}")
+    print(json.dumps({"name": args.name, "server": server}))
+    return 0
+
+
+def cmd_remove_apiserver(args: argparse.Namespace) -> int:
+    state = State.load(args.state_dir)
+    done = remove_apiserver(state, args.name) if state else []
+    log("; ".join(done) if done else f"no API server {args.name} was up in {args.state_dir}")
+    return 0
+
+
 def cmd_load_image(args: argparse.Namespace) -> int:
     load(loaded_state(args), args.ref)
     return 0
@@ -108,7 +124,10 @@ def parser() -> argparse.ArgumentParser:
         description=DOC,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    commands = "{build,up,down,env,add-node,remove-node,load-image,host-snapshot}"
+    commands = (
+        "{build,up,down,env,add-node,remove-node,add-apiserver,remove-apiserver,load-image,"
+        "host-snapshot}"
+    )
     sub = top.add_subparsers(dest="command", required=True, metavar=commands)
     build_cmd = sub.add_parser("build", help="compile the binaries into the cache")
     build_cmd.add_argument("--jobs", type=int, default=default_jobs(), help="go build -p")
@@ -139,6 +158,21 @@ def parser() -> argparse.ArgumentParser:
         "remove-node", help="stop the node and undo what it did; the control plane stays up"
     )
     remove_cmd.set_defaults(func=cmd_remove_node)
+    add_api_cmd = sub.add_parser(
+        "add-apiserver",
+        help="start another kube-apiserver on the same etcd with extra flags; print its URL",
+    )
+    add_api_cmd.add_argument("name", help="names it (its process: kube-apiserver-NAME)")
+    add_api_cmd.add_argument(
+        "flags", nargs=argparse.REMAINDER, help="after --: kube-apiserver flags of its own"
+    )
+    add_api_cmd.add_argument("--timeout", type=float, default=120.0, help="seconds to be ready")
+    add_api_cmd.set_defaults(func=cmd_add_apiserver)
+    remove_api_cmd = sub.add_parser(
+        "remove-apiserver", help="stop an API server that add-apiserver started"
+    )
+    remove_api_cmd.add_argument("name")
+    remove_api_cmd.set_defaults(func=cmd_remove_apiserver)
     load_cmd = sub.add_parser(
         "load-image", help="import a podman image into the node's containerd (k8s.io namespace)"
     )
@@ -156,7 +190,17 @@ def parser() -> argparse.ArgumentParser:
     watch_cmd = sub.add_parser("_watch")  # internal: the watchdog of `up --watch-pid`
     watch_cmd.add_argument("--pid", type=int, required=True)
     watch_cmd.set_defaults(func=cmd_watch)
-    for command in (up_cmd, down_cmd, env_cmd, watch_cmd, add_cmd, remove_cmd, load_cmd):
+    for command in (
+        up_cmd,
+        down_cmd,
+        env_cmd,
+        watch_cmd,
+        add_cmd,
+        remove_cmd,
+        add_api_cmd,
+        remove_api_cmd,
+        load_cmd,
+    ):
         command.add_argument(
             "--state-dir",
             type=Path,

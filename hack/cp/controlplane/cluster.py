@@ -8,6 +8,7 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,18 @@ def start_etcd(state: State, tools: dict[str, Path]) -> tuple[subprocess.Popen[b
 
 
 def start_apiserver(state: State, tools: dict[str, Path]) -> tuple[subprocess.Popen[bytes], Any]:
-    pki, port = state.directory / "pki", free_port()
-    argv = [
-        str(tools["kube-apiserver"]),
+    port = free_port()
+    proc = spawn(state, "kube-apiserver", apiserver_argv(state, tools["kube-apiserver"], port))
+    server = f"https://127.0.0.1:{port}"
+    state.info["server"] = server
+    return proc, apiserver_ready(state, server)
+
+
+def apiserver_argv(state: State, binary: Path, port: int) -> list[str]:
+    """kube-apiserver on `port`, against the control plane's etcd, with its certificates."""
+    pki = state.directory / "pki"
+    return [
+        str(binary),
         f"--etcd-servers={state.info['etcd']}",
         "--bind-address=127.0.0.1",
         "--advertise-address=127.0.0.1",
@@ -96,11 +106,12 @@ def start_apiserver(state: State, tools: dict[str, Path]) -> tuple[subprocess.Po
         "--allow-privileged=true",
         "--profiling=false",
     ]
-    proc = spawn(state, "kube-apiserver", argv)
-    server = f"https://127.0.0.1:{port}"
-    state.info["server"] = server
-    context = admin_context(pki)
-    return proc, lambda: http_ok(f"{server}/readyz", context)
+
+
+def apiserver_ready(state: State, server: str) -> Callable[[], bool]:
+    """Whether the API server at `server` answers /readyz `ok` (to the admin)."""
+    context = admin_context(state.directory / "pki")
+    return lambda: http_ok(f"{server}/readyz", context)
 
 
 def start_controller_manager(

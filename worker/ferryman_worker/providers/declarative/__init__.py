@@ -18,7 +18,15 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model
+from pydantic import (
+    AliasPath,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    create_model,
+)
 
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers import (
@@ -132,18 +140,26 @@ def _record_model(name: str, kind: s.KindSpec) -> type[BaseModel]:
 
 
 def _field(declared: s.FieldSpec) -> tuple[Any, Any]:
-    alias = declared.source or None
+    named = _source(declared.source)
     if declared.type == "array":
         item = SCALARS[declared.items]
         if declared.required:
-            return list[item], Field(alias=alias)  # type: ignore[valid-type]
-        return list[item], Field(default_factory=list, alias=alias)  # type: ignore[valid-type]
+            return list[item], Field(**named)  # type: ignore[valid-type]
+        return list[item], Field(default_factory=list, **named)  # type: ignore[valid-type]
     base: Any = SCALARS[declared.type]
     if declared.type == "string" and declared.max_length is not None:
         base = Annotated[str, StringConstraints(max_length=declared.max_length)]
     if declared.required:
-        return base, Field(alias=alias)
-    return base | None, Field(None, alias=alias)
+        return base, Field(**named)
+    return base | None, Field(None, **named)
+
+
+def _source(source: str) -> dict[str, Any]:
+    """Where a field is read from: its own name, another (``alias``), or a dotted path into
+    nested objects (``metadata.uid``)."""
+    if "." in source:
+        return {"validation_alias": AliasPath(*source.split("."))}
+    return {"alias": source or None}
 
 
 def _pagination(paging: s.OffsetPaging | Any) -> styles.Pagination:

@@ -400,7 +400,8 @@ class FieldSpec(_Spec):
     """Longest string allowed."""
 
     source: str = ""
-    """The field's name in the source's record, when it differs (e.g. from)."""
+    """The field's name in the source's record, when it differs (e.g. from), or a dotted path
+    into its nested objects (e.g. metadata.uid)."""
 
 
 class KindSpec(_Spec):

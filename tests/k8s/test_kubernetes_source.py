@@ -1,0 +1,279 @@
+"""The Kubernetes API as a source (examples/sources/kubernetes): the ConfigMaps of a namespace,
+listed in chunks and followed by the API server's opaque continue tokens, land exactly once; a
+continue token that an etcd compaction expired mid-walk (410 Gone) begins the walk again at its
+first page, and the ledger writes once what is listed twice; an API server that serves one read
+at a time (`--max-requests-inflight=1`) answers 429 with Retry-After, and the run waits and
+loses nothing. A real API server, real etcd, real tokens."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import pathlib
+import ssl
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from migration import engine_worker, options, start_run, state, wait_finished
+from scrape import parse, total
+from tests.k8s.conftest import ControlPlane, controlplane_command
+from workers import wait_for
+
+from ferryman_worker.db import connect
+from ferryman_worker.engine import runs
+from ferryman_worker.engine.runtime import credential_env_var
+from ferryman_worker.providers import declarative
+
+pytestmark = pytest.mark.k8s
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "sources" / "kubernetes"
+CONFIGMAPS = 120
+PAGE = 10
+PACE = {"tokens_per_second": 2.0, "burst": 1}
+"""Two listings a second: the walk is still on its early pages when it is suspended."""
+LIMITED = (
+    "--enable-priority-and-fairness=false",  # the plain in-flight limiter: 429 at once, no queue
+    "--max-requests-inflight=1",
+    "--max-mutating-requests-inflight=1",
+)
+UNREACHED = str(10**15)
+"""A resourceVersion far beyond etcd's revision: a read at it waits for the watch cache to
+reach it (3 s), then gives up."""
+
+
+def _configmaps(plane: ControlPlane, namespace: str) -> int:
+    """`CONFIGMAPS` ConfigMaps in `namespace`, besides kube-root-ca.crt (the controller
+    manager publishes it in every namespace, a moment after it is created: the walk must find
+    it there); how many there are in all."""
+    items = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"settings-{n:03d}"},
+         "data": {"n": str(n)}}
+        for n in range(CONFIGMAPS)
+    ]  # fmt: skip
+    listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    plane.kubectl("apply", "-n", namespace, "-f", "-", input=listed)
+    wait_for(lambda: _has(plane, namespace, "kube-root-ca.crt"), 60, "kube-root-ca.crt")
+    return CONFIGMAPS + 1
+
+
+def _has(plane: ControlPlane, namespace: str, name: str) -> bool:
+    found = plane.kubectl("get", "configmap", name, "-n", namespace, check=False)
+    return found.returncode == 0
+
+
+def _reader_token(plane: ControlPlane, namespace: str) -> str:
+    """A token of a service account that may only list the namespace's ConfigMaps."""
+    plane.kubectl("create", "serviceaccount", "reader", "-n", namespace)
+    plane.kubectl("create", "role", "reader", "-n", namespace, "--verb=list",
+                  "--resource=configmaps")  # fmt: skip
+    plane.kubectl("create", "rolebinding", "reader", "-n", namespace, "--role=reader",
+                  f"--serviceaccount={namespace}:reader")  # fmt: skip
+    return plane.kubectl("create", "token", "reader", "-n", namespace).stdout.strip()
+
+
+def _admin(plane: ControlPlane) -> httpx.Client:
+    """An HTTP client with the control plane's admin certificate (group system:masters)."""
+    pki = plane.state_dir / "pki"
+    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    context.load_cert_chain(pki / "admin.crt", pki / "admin.key")
+    return httpx.Client(verify=context, timeout=30)
+
+
+def _run(
+    plane: ControlPlane, server: str, namespace: str, token: str, monkeypatch: pytest.MonkeyPatch
+) -> runs.RunRequest:
+    """The example's run against `server`, as the service account of `token`."""
+    monkeypatch.setenv(credential_env_var("kubernetes", "token"), token)
+    monkeypatch.setenv("SSL_CERT_FILE", str(plane.state_dir / "pki" / "ca.crt"))
+    return runs.RunRequest(
+        name="kubernetes-configmaps",
+        workspace="kubernetes",
+        provider="kubernetes",
+        base_url=server,
+        credential={"name": "kubernetes", "key": "token"},
+        kinds=[],
+        options=options(page_size=PAGE, rate_limit=PACE),
+        source_options={"namespace": namespace},
+        provider_definition=declarative.load_file(EXAMPLE / "provider.yaml").definition(),
+    )
+
+
+def _landed_once(db_url: str, counted: int) -> None:
+    """`counted` ConfigMaps landed, each uid once, each with its ledger slot."""
+    with connect.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT count(*) AS n, count(DISTINCT source_id) AS ids,"
+            " (SELECT count(*) FROM ferryman_ledger WHERE workspace = 'kubernetes') AS ledger"
+            " FROM ferryman_landing WHERE workspace = 'kubernetes'"
+        ).fetchone()
+    assert row is not None
+    assert (row["n"], row["ids"], row["ledger"]) == (counted, counted, counted)
+
+
+# -- an expired continue token ----------------------------------------------------------------
+
+
+def _etcd(plane: ControlPlane, call: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A call to etcd's v3 JSON gateway (keys and values base64)."""
+    etcd = json.loads((plane.state_dir / "state.json").read_text())["etcd"]
+    answer = httpx.post(f"{etcd}/v3/kv/{call}", json=body, timeout=30).raise_for_status()
+    found: dict[str, Any] = answer.json()
+    return found
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _compact(plane: ControlPlane, namespace: str) -> int:
+    """Expire every continue token given so far, as the API server's own compaction does
+    (every --etcd-compaction-interval, 5 minutes by default): a write first (a token names the
+    revision of its list, and etcd keeps the revision it compacts at, so the compaction must be
+    at a later one), then etcd compacted at its current revision, which is recorded in etcd's
+    key `compact_rev_key`: every API server watches that key, and its watch cache, which serves
+    a list with a continue token while it keeps that revision, lets go of the older ones within
+    15 s. From then on such a list goes to etcd, which answers that it was compacted: 410 Gone.
+    (etcd compacted behind the API server's back, without the key, leaves the watch cache
+    serving the old tokens.) Returns the revision."""
+    mark = f"ferryman.dev/compacted={uuid.uuid4().hex}"
+    plane.kubectl("annotate", "namespace", namespace, mark, "--overwrite")
+    now = _etcd(plane, "range", {"key": _b64("compact_rev_key")})
+    revision = int(now["header"]["revision"])
+    _etcd(plane, "compaction", {"revision": str(revision), "physical": True})
+    _etcd(plane, "put", {"key": _b64("compact_rev_key"), "value": _b64(str(revision))})
+    return revision
+
+
+def _first_chunk_token(admin: httpx.Client, server: str, namespace: str) -> str:
+    listed = admin.get(f"{server}/api/v1/namespaces/{namespace}/configmaps", params={"limit": 1})
+    token: str = listed.raise_for_status().json()["metadata"]["continue"]
+    assert token
+    return token
+
+
+def _expired(admin: httpx.Client, server: str, namespace: str, token: str) -> bool:
+    """Whether the API server answers `token` 410 Gone."""
+    params: dict[str, str | int] = {"limit": 1, "continue": token}
+    answer = admin.get(f"{server}/api/v1/namespaces/{namespace}/configmaps", params=params)
+    if answer.status_code != 410:
+        answer.raise_for_status()
+        return False
+    assert "continue parameter is too old" in answer.json()["message"]
+    return True
+
+
+def test_configmaps_land_once_and_an_expired_continue_token_restarts_the_walk(
+    controlplane: ControlPlane, namespace: str, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run is suspended after two pages (its next task holds a continue token), the
+    tokens expire, and the resumed run is answered 410 Gone: its walk begins again."""
+    plane, server = controlplane, controlplane.server
+    counted = _configmaps(plane, namespace)
+    run = _run(plane, server, namespace, _reader_token(plane, namespace), monkeypatch)
+    with engine_worker(db_url), _admin(plane) as admin:
+        run_id = start_run(db_url, run)
+        wait_for(lambda: state(db_url, run_id)["rows_written"] >= 2 * PAGE, 60, "two pages")
+        with connect.connect(db_url) as conn:
+            assert runs.suspend(conn, run_id)
+        wait_for(lambda: state(db_url, run_id)["tasks_running"] == 0, 30, "its task to stop")
+        written = state(db_url, run_id)["rows_written"]
+        assert PAGE * 2 <= written < counted
+        probe = _first_chunk_token(admin, server, namespace)
+        _compact(plane, namespace)
+        expired = lambda: _expired(admin, server, namespace, probe)  # noqa: E731
+        wait_for(expired, 90, "the API server to expire the continue tokens", interval=0.5)
+        with connect.connect(db_url) as conn:
+            runs.resume(conn, run_id)
+        final = wait_finished(db_url, run_id)
+    assert final["state"] == "succeeded", final["error"]
+    assert len(plane.kubectl_json("get", "configmaps", "-n", namespace)["items"]) == counted
+    _landed_once(db_url, counted)
+    assert final["rows_skipped"] == written  # the walk began again: what it wrote, listed twice
+    assert final["rows_written"] == counted
+
+
+# -- 429 with Retry-After ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def limited_server(controlplane: ControlPlane) -> Iterator[str]:
+    """Another API server on the control plane's etcd that serves one read at a time and
+    answers the others 429 with Retry-After (hack/controlplane add-apiserver): the control
+    plane's own keeps its limits, for every other test."""
+    state_dir = str(controlplane.state_dir)
+    added = controlplane_command("add-apiserver", "--state-dir", state_dir, "limited", "--",
+                                 *LIMITED)  # fmt: skip
+    if added.returncode != 0:
+        pytest.fail(f"hack/controlplane add-apiserver failed:\n{added.stderr}", pytrace=False)
+    try:
+        yield str(json.loads(added.stdout)["server"])
+    finally:
+        removed = controlplane_command("remove-apiserver", "--state-dir", state_dir, "limited")
+        assert removed.returncode == 0, removed.stderr
+
+
+@contextlib.contextmanager
+def _crowd(admin: httpx.Client, server: str, namespace: str) -> Iterator[None]:
+    """Someone else's reads, one after another, each holding the server's one read seat for
+    3 s: a read at a resourceVersion the server has not reached waits that long for its watch
+    cache, then gives up (504). As the admin: system:masters takes a seat but is never refused,
+    so every 429 the server counts is the run's."""
+    stop, answers = threading.Event(), list[httpx.Response]()
+    url = f"{server}/api/v1/namespaces/{namespace}/configmaps/kube-root-ca.crt"
+
+    def read() -> None:
+        while not stop.is_set():
+            answers.append(admin.get(url, params={"resourceVersion": UNREACHED}))
+
+    thread = threading.Thread(target=read, name="crowd", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert answers and {a.status_code for a in answers} == {504}, answers[-1].text
+
+
+def _refused(admin: httpx.Client, server: str) -> float:
+    """How many of the run's lists (ConfigMaps) the server answered 429."""
+    name = "apiserver_request_terminations_total"
+    text = admin.get(f"{server}/metrics").raise_for_status().text
+    ours = "".join(f"{line}\n" for line in text.splitlines() if line.startswith(f"{name}{{"))
+    return total(parse(ours), name, code="429", resource="configmaps", verb="LIST")
+
+
+def test_an_api_server_at_its_in_flight_limit_answers_429_and_the_run_loses_nothing(
+    controlplane: ControlPlane,
+    limited_server: str,
+    namespace: str,
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a crowd holds the limited server's one read seat, the run's lists are answered
+    429 with Retry-After: 1; the run waits, and ends with every ConfigMap once."""
+    plane = controlplane
+    counted = _configmaps(plane, namespace)
+    run = _run(plane, limited_server, namespace, _reader_token(plane, namespace), monkeypatch)
+    with engine_worker(db_url), _admin(plane) as admin:
+        assert _refused(admin, limited_server) == 0
+        with _crowd(admin, limited_server, namespace):
+            run_id = start_run(db_url, run)
+            refused = lambda: _refused(admin, limited_server) > 0  # noqa: E731
+            wait_for(refused, 60, "the server to answer the run 429", interval=0.5)
+        final = wait_finished(db_url, run_id)
+        refusals = _refused(admin, limited_server)
+    assert final["state"] == "succeeded", final["error"]
+    _landed_once(db_url, counted)
+    assert final["rows_skipped"] == 0
+    assert refusals > 0
+    with connect.connect(db_url) as conn:  # the server's Retry-After paused the credential
+        paused = conn.execute(
+            "SELECT count(*) AS n FROM ferryman_rate_budgets WHERE paused_until > 'epoch'"
+        ).fetchone()
+    assert paused is not None and paused["n"] == 1
