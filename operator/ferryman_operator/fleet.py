@@ -13,16 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.reconcile.admission import Candidate
-from ferryman_operator.runs import Runs
+from ferryman_operator.runs import Live, Runs
 
 log = logging.getLogger("ferryman.operator.fleet")
 
-Live = Mapping[str, Iterable[Mapping[str, Any]]]
-"""kopf's ``live`` index: each live run's key to (one) copy of its object."""
 Waiting = Mapping[str, Iterable[Candidate]]
 """kopf's ``waiting`` index: every run by workspace."""
 
@@ -62,6 +59,5 @@ class Fleet:
         if self._indexes is None:
             return
         live, waiting = self._indexes
-        bodies = [body for key in list(live) for body in live.get(key, [])]
         self._metrics.refreshes.inc()
-        await self._runs.refresh(bodies, waiting)
+        await self._runs.refresh(live, waiting)

@@ -81,6 +81,11 @@ class Look:
     events: list[Event] = dataclasses.field(default_factory=list)
 
 
+Live = Mapping[str, Iterable[Mapping[str, Any]]]
+"""kopf's ``live`` index: each live run's key to (one) copy of its object, kept current by the
+watch; a finished run leaves it."""
+
+
 def candidate(body: Mapping[str, Any]) -> Candidate:
     meta, spec = body.get("metadata", {}), body.get("spec") or {}
     return Candidate(
@@ -90,6 +95,15 @@ def candidate(body: Mapping[str, Any]) -> Candidate:
         state=(body.get("status") or {}).get("state"),
         deleting=bool(meta.get("deletionTimestamp")),
     )
+
+
+def current(live: Live, key: str) -> Mapping[str, Any] | None:
+    """The run ``key``'s object as ``live`` holds it now; None when it finished, went, or is
+    being deleted."""
+    for body in live.get(key, ()):
+        if not candidate(body).deleting:
+            return body
+    return None
 
 
 class Runs:
@@ -135,26 +149,23 @@ class Runs:
             events.post(body, decided.events)
             await self._expire(body, decided.status, decided.now)
 
-    async def refresh(
-        self, bodies: Iterable[Mapping[str, Any]], waiting: Mapping[str, Iterable[Candidate]]
-    ) -> None:
-        """One refresh of the live runs ``bodies`` (``waiting``: every run by workspace): their
-        progress and ETAs read at once (``contract.live_progress``), then each run decided
-        alone, its status patched where it changed. A run that needs a statement of its own
-        (admission, suspension, resumption, a retry) makes it then."""
+    async def refresh(self, live: Live, waiting: Mapping[str, Iterable[Candidate]]) -> None:
+        """One refresh of the live runs of kopf's ``live`` index (``waiting``: every run by
+        workspace): their progress and ETAs read at once (``contract.live_progress``), then each
+        run decided alone, its status patched where it changed. A run that needs a statement of
+        its own (admission, suspension, resumption, a retry) makes it then."""
         if not self._acting():
             return
-        live = [body for body in bodies if not candidate(body).deleting]
-        found = await self._read_live([candidate(body).key for body in live])
-        for body in live:
-            me = candidate(body)
+        keys = [key for key in list(live) if current(live, key) is not None]
+        found = await self._read_live(keys)
+        for key in keys:
             try:
                 with self._metrics.handling("refresh"):
-                    await self._refresh_one(body, me, list(waiting.get(me.workspace, [])), found)
+                    await self._refresh_one(live, key, waiting, found)
             except NotLeading:
                 return
             except Exception:
-                log.exception("run %s: the refresh failed; the next one tries again", me.key)
+                log.exception("run %s: the refresh failed; the next one tries again", key)
 
     async def reexamine_all(
         self, bodies: Iterable[Mapping[str, Any]], waiting: Mapping[str, Iterable[Candidate]]
@@ -203,24 +214,32 @@ class Runs:
 
     async def _refresh_one(
         self,
-        body: Mapping[str, Any],
-        me: Candidate,
-        others: list[Candidate],
+        live: Live,
+        key: str,
+        waiting: Mapping[str, Iterable[Candidate]],
         found: Prefetched,
     ) -> None:
-        workers = self._workers.condition(body["metadata"]["namespace"])
-        inputs = _inputs(body, me, others, found, workers)
-        if inputs is not None and self._decided.get(me.key) == inputs:
-            return  # nothing it is decided from has changed since: nor would its status
-        async with self._lock(me.key):
-            if not self._acting():
+        """Decide the run ``key`` from its object as the index holds it once its lock is held,
+        not from a copy taken before: a run that finished meanwhile (a handler refused or
+        admitted it, and its end let this process forget the status it wrote) has left the index,
+        and its older copy would be decided again as if never decided: refused or admitted a
+        second time, its Events posted and its admission or refusal counted again."""
+        async with self._lock(key):
+            body = current(live, key)
+            if body is None or not self._acting():
                 return
+            me = candidate(body)
+            others = list(waiting.get(me.workspace, []))
+            workers = self._workers.condition(body["metadata"]["namespace"])
+            inputs = _inputs(body, me, others, found, workers)
+            if inputs is not None and self._decided.get(key) == inputs:
+                return  # nothing it is decided from has changed since: nor would its status
             decided = await self._decide(body, me, others, "refresh", found)
             if decided is None:
                 return
             await self._write(body, decided)
             if inputs is not None:
-                self._decided[me.key] = inputs
+                self._decided[key] = inputs
 
     async def _write(self, body: Mapping[str, Any], decided: Decision) -> None:
         """The status keys that changed and the Events, through the API (outside a handler of
