@@ -74,6 +74,30 @@ class Budgets:
         return min(self.capacity, tokens + max(0.0, now - stamp) * self.refill_per_s)
 
 
+class Throttle:
+    """Each API key's first calls, refused whatever its bucket holds (``throttle_first``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._refused: dict[str, int] = {}  # key -> calls refused so far (at most ``first``)
+
+    def refuses(self, key: str, first: int) -> bool:
+        """Whether this call of ``key`` is one of its first ``first`` (and so refused)."""
+        if first <= 0:
+            return False
+        with self._lock:
+            refused = self._refused.get(key, 0)
+            if refused >= first:
+                return False
+            self._refused[key] = refused + 1
+            return True
+
+    def restart(self) -> None:
+        """Count every key's calls from now."""
+        with self._lock:
+            self._refused.clear()
+
+
 def retry_after(wait: float) -> int:
     """Whole seconds for the Retry-After header: at least 1, rounded up, capped."""
     if not math.isfinite(wait):

@@ -15,7 +15,14 @@ from collections.abc import Callable, Sequence
 
 from democrm import data, oauth, server, truth, wire
 from democrm.app import App
-from democrm.settings import RUNTIME_CHOICES, RUNTIME_RANGES, Dataset, Runtime, SettingsError
+from democrm.settings import (
+    RUNTIME_CHOICES,
+    RUNTIME_INTS,
+    RUNTIME_RANGES,
+    Dataset,
+    Runtime,
+    SettingsError,
+)
 from democrm.state import State
 
 COMMANDS = ("serve", "truth")
@@ -37,6 +44,7 @@ RUNTIME_HELP = {
     "budget_refill_per_s": "tokens added back per second per key",
     "listing_cost": "tokens a listing call costs",
     "body_cost": "tokens a message body call costs",
+    "throttle_first": "the first N /v1 calls of each API key answered 429 (Retry-After: 1)",
     "retry_after": "a 429's Retry-After: seconds, or an HTTP date",
 }
 
@@ -131,7 +139,7 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
     group = serve.add_argument_group("runtime (changeable with POST /_config)")
     defaults = Runtime()
     for name, (low, high) in RUNTIME_RANGES.items():
-        kind: type[int] | type[float] = int if name.endswith("_cost") else float
+        kind: type[int] | type[float] = int if name in RUNTIME_INTS else float
         default = getattr(defaults, name)
         help_text = f"{RUNTIME_HELP[name]} (default {default})"
         flag = "--" + name.replace("_", "-")

@@ -59,6 +59,10 @@ class Runtime:
     """Tokens added to each bucket per second, up to the capacity."""
     listing_cost: int = 20
     body_cost: int = 1
+    throttle_first: int = 0
+    """The first N ``/v1`` calls of each API key are answered 429 (``Retry-After: 1``, nothing
+    charged) whatever its budget: a source that throttles a client before its rate-limit headers
+    said anything (another integration spent the quota); counted again from when it is set."""
     retry_after: str = "seconds"
     """How a 429 says when to come back: ``seconds`` (``Retry-After: 3``) or ``date`` (an HTTP
     date, ``Retry-After: Sat, 05 Dec 2026 01:00:03 GMT``)."""
@@ -71,7 +75,7 @@ class Runtime:
                 )
         for name, (low, high) in RUNTIME_RANGES.items():
             value = getattr(self, name)
-            if name.endswith("_cost"):
+            if name in RUNTIME_INTS:
                 check_int(name, value, int(low), int(high))
             else:
                 check_number(name, value, low, high)
@@ -102,8 +106,12 @@ RUNTIME_RANGES: dict[str, tuple[float, float]] = {
     "budget_refill_per_s": (0, 1e15),
     "listing_cost": (0, 1_000_000),
     "body_cost": (0, 1_000_000),
+    "throttle_first": (0, 1_000_000),
 }
 """Inclusive bounds of every numeric runtime setting, shared by the CLI and ``POST /_config``."""
+
+RUNTIME_INTS = frozenset({"listing_cost", "body_cost", "throttle_first"})
+"""The numeric runtime settings that are whole numbers."""
 
 RUNTIME_CHOICES: dict[str, tuple[str, ...]] = {"retry_after": ("seconds", "date")}
 """The values of every runtime setting that is a word."""

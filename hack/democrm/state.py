@@ -29,6 +29,7 @@ class State:
         unless OAuth is on: then only the access tokens it issued (and these keys)."""
         self.oauth = oauth.OAuth(oauth_client) if oauth_client else None
         self.budgets = budget.Budgets(runtime.budget_capacity, runtime.budget_refill_per_s)
+        self.throttle = budget.Throttle()
         self.faults = faults.Faults(source.dataset.seed)
         self.stats = stats.Stats()
         self.changes = changes.Changes()
@@ -39,10 +40,13 @@ class State:
 
     def reconfigure(self, changes: Mapping[str, Any]) -> Runtime:
         """Apply runtime changes (SettingsError if invalid). Naming a budget setting, even with its
-        current value, refills every key's bucket."""
+        current value, refills every key's bucket; naming ``throttle_first`` counts every key's
+        first calls again."""
         with self._lock:
             runtime = self.runtime.updated(changes)
             if BUDGET_SETTINGS & set(changes):
                 self.budgets.configure(runtime.budget_capacity, runtime.budget_refill_per_s)
+            if "throttle_first" in changes:
+                self.throttle.restart()
             self.runtime = runtime
             return runtime

@@ -1,10 +1,10 @@
 """The CRM API proper, ``/v1/...``: authentication, pagination, pricing, faults and latency.
 
 A request is checked in this order, and the first failure answers it: route (404), method (405),
-bearer token (401), parameters and existence (400, 404), budget (429, nothing charged), then the
-injected stall and error (the call is already paid), then the latency sleep, then the data,
-with what is left of the key's budget in rate-limit headers. How a listing is paged is
-``paging``'s.
+bearer token (401), parameters and existence (400, 404), the throttle of a key's first calls and
+the budget (429, nothing charged), then the injected stall and error (the call is already paid),
+then the latency sleep, then the data, with what is left of the key's budget in rate-limit
+headers. How a listing is paged is ``paging``'s.
 """
 
 import time
@@ -82,6 +82,11 @@ def authenticate(state: State, authorization: str | None) -> str:
 
 def perform(state: State, key: str, call: Call) -> Response:
     runtime = state.runtime
+    if state.throttle.refuses(key, runtime.throttle_first):
+        message = "this API key is throttled; retry after 1 s"
+        said = budget.retry_after_header(1, runtime.retry_after)
+        headers = (("Retry-After", said), *budget.rate_headers(state.budgets, key))
+        raise ApiError(429, "rate_limited", message, headers)
     wait = state.budgets.charge(key, runtime.listing_cost if call.listing else runtime.body_cost)
     if wait is not None:
         seconds = budget.retry_after(wait)

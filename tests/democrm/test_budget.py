@@ -104,3 +104,32 @@ def test_without_a_budget_no_rate_headers_are_sent(democrm: DemoCRM) -> None:
     with democrm.client() as http:
         headers = http.get("/v1/people").headers
     assert not any(name.lower().startswith(("ratelimit", "x-ratelimit")) for name in headers)
+
+
+def test_the_first_calls_of_each_key_are_throttled_whatever_its_budget(
+    start_democrm: StartDemoCRM,
+) -> None:
+    crm = start_democrm(
+        organizations=5,
+        api_key=None,
+        budget_capacity=100,
+        budget_refill_per_s=0.01,
+        throttle_first=2,
+    )
+
+    def call(key: str) -> httpx.Response:
+        url = f"{crm.url}/v1/organizations"
+        return httpx.get(url, headers={"Authorization": f"Bearer {key}"})
+
+    first = call("a")
+    assert first.status_code == 429
+    assert first.json()["error"]["code"] == "rate_limited"
+    assert first.headers["Retry-After"] == "1"
+    assert first.headers["X-RateLimit-Remaining"] == "100"  # nothing taken
+    assert [call("a").status_code, call("a").status_code, call("b").status_code] == [429, 200, 429]
+    assert 80 <= crm.stats()["budgets"]["a"] < 81  # only the call served paid
+    crm.configure(throttle_first=1)  # counted again from now
+    assert [call("a").status_code, call("a").status_code] == [429, 200]
+    crm.configure(throttle_first=0)
+    assert call("b").status_code == 200
+    assert crm.stats()["requests"]["GET /v1/organizations"] == {"200": 3, "429": 4}
