@@ -2,7 +2,11 @@
 the real control plane) while it admits, queues and refuses MigrationRuns that two real ``ferryman
 worker`` processes import from the demo CRM with 5xx and 429s; parsed with prometheus_client's
 parser and checked against the MigrationRuns on the API server, the database, the worker
-Deployment the operator sized, the workers' own /metrics and the demo CRM's call counts."""
+Deployment the operator sized, the workers' own /metrics and the demo CRM's call counts.
+
+The demo CRM throttles the first calls of the run's API key: its token budget alone answers 429
+only to workers that outrun its refill, and on a loaded machine they need not (they also pace
+themselves from its rate-limit headers)."""
 
 from __future__ import annotations
 
@@ -23,6 +27,10 @@ from ferryman_worker import contract
 pytestmark = [pytest.mark.k8s, pytest.mark.slow]
 
 SMALL = {"organizations": 300, "people": 100, "deals": 20}
+THROTTLED = 2
+"""The first calls of the run's API key the demo CRM answers 429, however slowly they come."""
+REFUSED = 6
+"""Runs of each refusal reason applied at once."""
 STATES = ("Pending", "Queued", "Running", "Succeeded", "Failed", "Cancelled")
 
 
@@ -62,7 +70,7 @@ def test_the_operators_metrics_match_the_runs_the_database_and_the_deployment(
     listed = {"apiVersion": "v1", "kind": "List", "items": objects}
     world.cp.kubectl("apply", "-f", "-", input=json.dumps(listed))
     try:
-        with faulty_crm(**SMALL) as crm:
+        with faulty_crm(**SMALL, throttle_first=THROTTLED) as crm:
             world.secret(crm.api_key)
             world.operator(FERRYMAN_OPERATOR_METRICS_PORT=str(port))
             world.apply(run_manifest("first", crm.url))
@@ -145,8 +153,47 @@ def test_the_operators_metrics_match_the_runs_the_database_and_the_deployment(
     for w in workers:
         calls.update(by(w, "ferryman_source_calls_total", "outcome"))
     assert calls["2xx"] == answered(stats, "200")
-    assert calls["429"] == answered(stats, "429") > 0
+    assert calls["429"] == answered(stats, "429") >= THROTTLED
     assert calls["5xx"] == answered(stats, "500", "502", "503") > 0
+
+
+def test_each_refusal_counts_once_when_runs_are_refused_as_the_refresh_meets_them(
+    world: Bench,
+) -> None:
+    """Runs refused as soon as they are created, many at once: a refresh that began while they
+    were new may meet them only after a handler refused them (and their end made the operator
+    forget what it wrote); it decides each from its object as it is then, and each refusal counts
+    once."""
+    port = free_port()
+    world.secret("any-token")
+    world.operator(FERRYMAN_OPERATOR_METRICS_PORT=str(port))
+    world.apply(run_manifest("holder", "http://127.0.0.1:9", workspace="busy"))
+    world.wait_state("holder", "Running", timeout=30)
+    busy = [
+        run_manifest(f"busy-{i}", "http://127.0.0.1:9", workspace="busy", conflictPolicy="Reject")
+        for i in range(REFUSED)
+    ]
+    nowhere = [
+        run_manifest(f"nowhere-{i}", "http://127.0.0.1:9", workspace=f"w{i}")
+        for i in range(REFUSED)
+    ]
+    for run in nowhere:
+        run["spec"]["source"]["provider"] = "nowhere"
+    world.apply({"apiVersion": "v1", "kind": "List", "items": [*busy, *nowhere]})
+    for run in (*busy, *nowhere):
+        world.wait_state(run["metadata"]["name"], "Failed", timeout=60)
+
+    def refreshes() -> float:
+        return total(scrape(port)[1], "ferryman_operator_refreshes_total")
+
+    began = refreshes()  # the refresh under way now ends before the next one begins
+    eventually(lambda: refreshes() > began, 30, "the next refresh")
+    assert by(scrape(port)[1], "ferryman_operator_refusals_total", "reason") == {
+        **dict.fromkeys((*metrics.REFUSALS, "Other"), 0.0),
+        "WorkspaceBusy": REFUSED,
+        "ProviderNotFound": REFUSED,
+    }
+    assert total(scrape(port)[1], "ferryman_operator_admissions_total") == 1
 
 
 def test_database_outages_count_as_reconcile_errors_of_the_handler_that_met_them(
