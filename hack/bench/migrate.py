@@ -341,16 +341,42 @@ def loads(
 
 def writers_only(dbs: databases.Scratchpad, count: int, rounds: int) -> None:
     """The generated writer against the hand-written one alone (no dlt needed): a line per
-    round, then the JSON line with ``generated_vs_handwritten_writers``."""
-    rates = loads(dbs, count, rounds, 0, ("ferryman", "ferryman_handwritten"))["rates"]
+    round, then the JSON line with ``generated_vs_handwritten_writers`` (rows/s) and
+    ``generated_vs_handwritten_cpu`` (CPU-seconds per row of every process, the loader's, the
+    demo API's and PostgreSQL's; and of PostgreSQL alone: ``..._postgres_cpu``), the medians
+    of the ratios within each round."""
+    measured = loads(dbs, count, rounds, 0, ("ferryman", "ferryman_handwritten"))
+    rates, cpu = measured["rates"], measured["cpu"]
     ratios = [f / h for f, h in zip(rates["ferryman"], rates["ferryman_handwritten"], strict=True)]
+    by = {
+        part: [
+            g[part] / h[part]
+            for g, h in zip(cpu["ferryman"], cpu["ferryman_handwritten"], strict=True)
+        ]
+        for part in ("total", "loader", "postgres")
+    }
     for round_, ratio in enumerate(ratios):
         generated, handwritten = rates["ferryman"][round_], rates["ferryman_handwritten"][round_]
+        spent = (cpu["ferryman"][round_], cpu["ferryman_handwritten"][round_])
         print(
             f"round {round_ + 1}: generated {generated:,.0f} rows/s, hand-written"
-            f" {handwritten:,.0f} rows/s, ratio {ratio:.3f}"
+            f" {handwritten:,.0f} rows/s, ratio {ratio:.3f}; CPU-s per 1,000 rows (loader /"
+            f" PostgreSQL) {spent[0]['loader']:.4f} / {spent[0]['postgres']:.4f} against"
+            f" {spent[1]['loader']:.4f} / {spent[1]['postgres']:.4f}"
         )
-    print(json.dumps({"generated_vs_handwritten_writers": round(statistics.median(ratios), 3)}))
+    print(
+        json.dumps(
+            {
+                "generated_vs_handwritten_writers": round(statistics.median(ratios), 3),
+                "generated_vs_handwritten_cpu": round(statistics.median(by["total"]), 3),
+                "generated_vs_handwritten_loader_cpu": round(statistics.median(by["loader"]), 3),
+                "generated_vs_handwritten_postgres_cpu": round(
+                    statistics.median(by["postgres"]), 3
+                ),
+                "load_avg_1min": os.getloadavg()[0],
+            }
+        )
+    )
 
 
 def _load(name: str, db_url: str, crm_url: str, count: int) -> tuple[int, float]:
