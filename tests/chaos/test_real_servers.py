@@ -12,11 +12,18 @@ from typing import Any
 
 import httpx
 import pytest
-from migration import engine_worker, extra_claims, options, start_run, state, wait_finished
+from migration import (
+    engine_worker,
+    extra_claims,
+    landed_once,
+    options,
+    sigkill_three_times,
+    start_run,
+    wait_finished,
+)
 from source_servers import Running, pb
 from workers import Subprocess, wait_for
 
-from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
 from ferryman_worker.engine.runtime import credential_env_var
 from ferryman_worker.providers import declarative
@@ -73,27 +80,7 @@ def _credential(server: Server, running: Running) -> dict[str, str]:
 
 
 def _worker(db_url: str, env: dict[str, str]) -> Subprocess:
-    proc = Subprocess(db_url, f"migrations:{LANE_WIDTH}", env)
-    proc.wait_ready()
-    return proc
-
-
-def _written_once(db_url: str, workspace: str, counts: dict[str, int]) -> None:
-    """Per kind: as many records landed as the server counts, each source id once, each with
-    its ledger slot."""
-    with connect.connect(db_url) as conn:
-        landed = conn.execute(
-            "SELECT kind, count(*) AS n, count(DISTINCT source_id) AS ids FROM ferryman_landing"
-            " WHERE workspace = %s GROUP BY kind",
-            (workspace,),
-        ).fetchall()
-        ledger = conn.execute(
-            "SELECT kind, count(*) AS n FROM ferryman_ledger WHERE workspace = %s GROUP BY kind",
-            (workspace,),
-        ).fetchall()
-    assert {row["kind"]: row["n"] for row in landed} == counts
-    assert {row["kind"]: row["ids"] for row in landed} == counts  # none twice
-    assert {row["kind"]: row["n"] for row in ledger} == counts
+    return Subprocess(db_url, f"migrations:{LANE_WIDTH}", env)
 
 
 @pytest.mark.parametrize("name", list(SERVERS))
@@ -106,30 +93,14 @@ def test_three_sigkills_mid_run_lose_and_double_nothing(
     the rest of its page instead would lose rows here."""
     server = SERVERS[name]
     running: Running = request.getfixturevalue(server.fixture)
-    total, env = sum(running.counts.values()), _credential(server, running)
-    workers = [_worker(db_url, env) for _ in range(2)]
-    try:
-        run_id = start_run(db_url, _request(server, running, page_size=200, max_in_flight=4))
-        for kill in (1, 2, 3):
-            written: Callable[[], bool] = lambda at=kill: (  # noqa: E731
-                state(db_url, run_id)["rows_written"] >= at * total // 4
-            )
-            wait_for(written, 300, f"{at_quarter(kill)} of the records", interval=0.1)
-            assert state(db_url, run_id)["state"] == "running", f"the run ended before kill {kill}"
-            workers.pop(0).kill()
-            workers.append(_worker(db_url, env))
-        final = wait_finished(db_url, run_id, timeout=600)
-    finally:
-        for proc in workers:
-            proc.stop()
+    env = _credential(server, running)
+    run_id = start_run(db_url, _request(server, running, page_size=200, max_in_flight=4))
+    total = sum(running.counts.values())
+    final = sigkill_three_times(db_url, run_id, total, lambda: _worker(db_url, env), workers=2)
     assert final["state"] == "succeeded", final["error"]
     assert final["tasks_done"] == final["tasks_total"]  # nothing stranded
-    _written_once(db_url, server.provider, running.counts)
+    landed_once(db_url, server.provider, running.counts)
     assert extra_claims(db_url, run_id) <= 3 * LANE_WIDTH
-
-
-def at_quarter(kill: int) -> str:
-    return {1: "a quarter", 2: "half", 3: "three quarters"}[kill]
 
 
 @pytest.mark.parametrize("name", list(SERVERS))
@@ -148,7 +119,7 @@ def test_a_429_storm_slows_the_run_and_loses_nothing(
         run_id = start_run(db_url, _request(server, running, page_size=500))
         final = wait_finished(db_url, run_id, timeout=600)
     assert final["state"] == "succeeded", final["error"]
-    _written_once(db_url, server.provider, running.counts)
+    landed_once(db_url, server.provider, running.counts)
     wait_for(lambda: _refused(name, running) > 0, 30, f"{name} to have answered 429")
 
 

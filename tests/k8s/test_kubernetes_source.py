@@ -19,10 +19,22 @@ from typing import Any
 
 import httpx
 import pytest
-from migration import engine_worker, options, start_run, state, wait_finished
+import yaml
+from migration import (
+    engine_worker,
+    extra_claims,
+    landed_once,
+    options,
+    sigkill_three_times,
+    start_run,
+    state,
+    wait_finished,
+)
+from runfiles import ferryman_run
 from scrape import parse, total
 from tests.k8s.conftest import ControlPlane, controlplane_command
-from workers import wait_for
+from tests.k8s.operator_bench import Bench
+from workers import Subprocess, wait_for
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
@@ -31,6 +43,7 @@ from ferryman_worker.providers import declarative
 
 pytestmark = pytest.mark.k8s
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "sources" / "kubernetes"
+WORKSPACE, KIND = "kubernetes", "configmaps"
 CONFIGMAPS = 120
 PAGE = 10
 PACE = {"tokens_per_second": 2.0, "burst": 1}
@@ -75,6 +88,25 @@ def _reader_token(plane: ControlPlane, namespace: str) -> str:
     return plane.kubectl("create", "token", "reader", "-n", namespace).stdout.strip()
 
 
+def _trust(plane: ControlPlane, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers of this process, and the processes it starts, trust the API server's CA (httpx
+    reads SSL_CERT_FILE)."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(plane.state_dir / "pki" / "ca.crt"))
+
+
+def _counted(plane: ControlPlane, namespace: str) -> int:
+    """How many ConfigMaps the API server itself lists in `namespace`."""
+    return len(plane.kubectl_json("get", "configmaps", "-n", namespace)["items"])
+
+
+def _example_run(server: str, namespace: str) -> dict[str, Any]:
+    """examples/sources/kubernetes/run.yaml against `server`, listing `namespace`."""
+    run: dict[str, Any] = yaml.safe_load((EXAMPLE / "run.yaml").read_text())
+    run["spec"]["source"]["baseURL"] = server
+    run["spec"]["source"]["options"] = {"namespace": namespace}
+    return run
+
+
 def _admin(plane: ControlPlane) -> httpx.Client:
     """An HTTP client with the control plane's admin certificate (group system:masters)."""
     pki = plane.state_dir / "pki"
@@ -84,11 +116,17 @@ def _admin(plane: ControlPlane) -> httpx.Client:
 
 
 def _run(
-    plane: ControlPlane, server: str, namespace: str, token: str, monkeypatch: pytest.MonkeyPatch
+    plane: ControlPlane,
+    server: str,
+    namespace: str,
+    token: str,
+    monkeypatch: pytest.MonkeyPatch,
+    **changes: Any,
 ) -> runs.RunRequest:
-    """The example's run against `server`, as the service account of `token`."""
+    """The example's run against `server`, as the service account of `token`, its options
+    changed by `changes`."""
     monkeypatch.setenv(credential_env_var("kubernetes", "token"), token)
-    monkeypatch.setenv("SSL_CERT_FILE", str(plane.state_dir / "pki" / "ca.crt"))
+    _trust(plane, monkeypatch)
     return runs.RunRequest(
         name="kubernetes-configmaps",
         workspace="kubernetes",
@@ -96,22 +134,98 @@ def _run(
         base_url=server,
         credential={"name": "kubernetes", "key": "token"},
         kinds=[],
-        options=options(page_size=PAGE, rate_limit=PACE),
+        options=options(**{"page_size": PAGE, "rate_limit": PACE, **changes}),
         source_options={"namespace": namespace},
         provider_definition=declarative.load_file(EXAMPLE / "provider.yaml").definition(),
     )
 
 
-def _landed_once(db_url: str, counted: int) -> None:
-    """`counted` ConfigMaps landed, each uid once, each with its ledger slot."""
+# -- the example, as a user runs it --------------------------------------------------------------
+
+
+def test_ferryman_run_of_the_example_lands_every_configmap_once(
+    controlplane: ControlPlane,
+    namespace: str,
+    db_url: str,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`ferryman run run.yaml --provider-file provider.yaml`, as examples/sources/kubernetes
+    says, as a service account that may only list the namespace's ConfigMaps."""
+    plane = controlplane
+    _configmaps(plane, namespace)
+    token = _reader_token(plane, namespace)
+    _trust(plane, monkeypatch)
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(_example_run(plane.server, namespace)))
+    out = ferryman_run(path, EXAMPLE / "provider.yaml", db_url, "kubernetes", token)
+    assert "Succeeded" in out and token not in out
+    landed_once(db_url, WORKSPACE, {KIND: _counted(plane, namespace)})
+
+
+def test_the_example_runs_through_the_operator_with_its_migration_provider(
+    controlplane: ControlPlane,
+    world: Bench,
+    namespace: str,
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The example applied as a user would: its provider a MigrationProvider and the service
+    account's token a Secret bound to the API server's host, in the run's namespace; the
+    operator admits the run and two `ferryman worker` processes list the namespace."""
+    plane = controlplane
+    _configmaps(plane, namespace)
+    token = _reader_token(plane, namespace)
+    _trust(plane, monkeypatch)
+    world.secret(token, name="kubernetes", hosts="127.0.0.1")
+    world.apply(yaml.safe_load((EXAMPLE / "provider.yaml").read_text()))
+    run = _example_run(plane.server, namespace)
+    run["metadata"] = {"name": run["metadata"]["name"]}  # the test's namespace, not default
+    world.operator()
+    world.workers(2)
+    world.apply(run)
+    final = world.wait_state(run["metadata"]["name"], "Succeeded", timeout=300)
+    counted = _counted(plane, namespace)
+    landed_once(db_url, WORKSPACE, {KIND: counted})
+    assert final["rowsWritten"] == counted
+    assert token not in json.dumps(world.get(run["metadata"]["name"]))
+
+
+def test_three_sigkills_mid_walk_lose_and_double_nothing(
+    controlplane: ControlPlane, namespace: str, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One `ferryman worker` process at a time walks the continue tokens in pages of 100,
+    each written in windows of 2; at a quarter, a half and three quarters of the ConfigMaps
+    (inside the first page, as it is being written) it is SIGKILLed and another started, which
+    goes on from the token and the offset inside the page that the last window committed:
+    nothing is listed twice unless the API server expired the token meanwhile (it compacts
+    etcd every 5 minutes), when the walk begins again."""
+    plane = controlplane
+    _configmaps(plane, namespace)
+    counted = _counted(plane, namespace)
+    token = _reader_token(plane, namespace)
+    run = _run(plane, plane.server, namespace, token, monkeypatch, page_size=100, window_size=2)
+    run_id = start_run(db_url, run)
+    start = lambda: Subprocess(db_url, "migrations:1")  # noqa: E731
+    final = sigkill_three_times(db_url, run_id, counted, start, workers=1)
+    assert final["state"] == "succeeded", final["error"]
+    landed_once(db_url, WORKSPACE, {KIND: counted})
+    assert final["rows_written"] == counted  # each ConfigMap written once
+    if _restarts(db_url, run_id) == 0:
+        assert final["rows_skipped"] == 0  # resumed where it was, not from the start
+    assert extra_claims(db_url, run_id) <= 3  # a kill costs the task it held one claim
+
+
+def _restarts(db_url: str, run_id: int) -> int:
+    """How often the run's walk began again at its first page (a token the server expired)."""
     with connect.connect(db_url) as conn:
         row = conn.execute(
-            "SELECT count(*) AS n, count(DISTINCT source_id) AS ids,"
-            " (SELECT count(*) FROM ferryman_ledger WHERE workspace = 'kubernetes') AS ledger"
-            " FROM ferryman_landing WHERE workspace = 'kubernetes'"
+            "SELECT coalesce(max((cursor->>'restarts')::int), 0) AS n FROM ferryman_tasks"
+            " WHERE run_id = %s",
+            (run_id,),
         ).fetchone()
     assert row is not None
-    assert (row["n"], row["ids"], row["ledger"]) == (counted, counted, counted)
+    return int(row["n"])
 
 
 # -- an expired continue token ----------------------------------------------------------------
@@ -190,8 +304,8 @@ def test_configmaps_land_once_and_an_expired_continue_token_restarts_the_walk(
             runs.resume(conn, run_id)
         final = wait_finished(db_url, run_id)
     assert final["state"] == "succeeded", final["error"]
-    assert len(plane.kubectl_json("get", "configmaps", "-n", namespace)["items"]) == counted
-    _landed_once(db_url, counted)
+    assert _counted(plane, namespace) == counted
+    landed_once(db_url, WORKSPACE, {KIND: counted})
     assert final["rows_skipped"] == written  # the walk began again: what it wrote, listed twice
     assert final["rows_written"] == counted
 
@@ -269,7 +383,7 @@ def test_an_api_server_at_its_in_flight_limit_answers_429_and_the_run_loses_noth
         final = wait_finished(db_url, run_id)
         refusals = _refused(admin, limited_server)
     assert final["state"] == "succeeded", final["error"]
-    _landed_once(db_url, counted)
+    landed_once(db_url, WORKSPACE, {KIND: counted})
     assert final["rows_skipped"] == 0
     assert refusals > 0
     with connect.connect(db_url) as conn:  # the server's Retry-After paused the credential

@@ -6,10 +6,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from workers import scalar, wait_for
+from workers import Subprocess, scalar, wait_for
 
 from ferryman_worker import contract
 from ferryman_worker.db import connect
@@ -40,14 +40,16 @@ def request(
     workspace: str = "acme",
     kinds: list[str] | None = None,
     provider_definition: dict[str, Any] | None = None,
+    provider: str = "democrm",
     **option_changes: Any,
 ) -> runs.RunRequest:
     """A run of the demo CRM provider (or of ``provider_definition``, a declarative provider
-    named ``democrm``, such as one of ``democrm_styles``)."""
+    named ``democrm``, such as one of ``democrm_styles``; or of the Python one,
+    ``democrm_python``)."""
     return runs.RunRequest(
         name=name,
         workspace=workspace,
-        provider="democrm",
+        provider=provider,
         base_url=url,
         credential=SECRET,
         kinds=kinds or [],
@@ -153,6 +155,51 @@ def barrier_held(db_url: str, run_id: int) -> None:
         ).fetchall()
     for before, after in itertools.pairwise(rows):
         assert after["first_claim"] >= before["last_finish"], (before, after)
+
+
+def landed_once(db_url: str, workspace: str, counts: dict[str, int]) -> None:
+    """Per kind of the landing table: ``counts[kind]`` records landed for ``workspace``, each
+    source id once, each with its ledger slot."""
+    with connect.connect(db_url) as conn:
+        landed = conn.execute(
+            "SELECT kind, count(*) AS n, count(DISTINCT source_id) AS ids FROM ferryman_landing"
+            " WHERE workspace = %s GROUP BY kind",
+            (workspace,),
+        ).fetchall()
+        ledger = conn.execute(
+            "SELECT kind, count(*) AS n FROM ferryman_ledger WHERE workspace = %s GROUP BY kind",
+            (workspace,),
+        ).fetchall()
+    assert {row["kind"]: row["n"] for row in landed} == counts
+    assert {row["kind"]: row["ids"] for row in landed} == counts  # none twice
+    assert {row["kind"]: row["n"] for row in ledger} == counts
+
+
+def sigkill_three_times(
+    db_url: str, run_id: int, total: int, start: Callable[[], Subprocess], workers: int
+) -> dict[str, Any]:
+    """``workers`` processes from ``start``; at a quarter, a half and three quarters of
+    ``total`` rows written, the oldest is SIGKILLed and another started. Returns the run's
+    final state."""
+    running = [_ready(start()) for _ in range(workers)]
+    try:
+        for kill, share in enumerate(("a quarter", "half", "three quarters"), start=1):
+            written: Callable[[], bool] = lambda at=kill: (  # noqa: E731
+                state(db_url, run_id)["rows_written"] >= at * total // 4
+            )
+            wait_for(written, 300, f"{share} of the records", interval=0.1)
+            assert state(db_url, run_id)["state"] == "running", f"the run ended before kill {kill}"
+            running.pop(0).kill()
+            running.append(_ready(start()))
+        return wait_finished(db_url, run_id, timeout=600)
+    finally:
+        for proc in running:
+            proc.stop()
+
+
+def _ready(proc: Subprocess) -> Subprocess:
+    proc.wait_ready()
+    return proc
 
 
 def extra_claims(db_url: str, run_id: int) -> int:
