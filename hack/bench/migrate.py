@@ -203,17 +203,16 @@ def organizations(
 ) -> dict[str, Any]:
     """Rows/s of the engine importing ``count`` organizations, per round; with ``compare``,
     each round also runs the baseline right after (alternating, so a change of the machine's
-    speed hits both), and the CPU seconds by process of each engine round."""
+    speed hits both), and the CPU seconds by process of each engine round (``meter.Spent``)."""
     engine: list[float] = []
     plain: list[float] = []
-    cpus: list[dict[str, float]] = []
+    cpus: list[meter.Spent] = []
     with democrm(organizations=count, people=0, deals=0) as (url, pid):
         rows = fetch_rows(url, count) if compare else []
         for _ in range(rounds):
-            with dbs.fresh() as db:
-                before = cpu_seconds(pid)
+            with dbs.fresh() as db, meter.metered(pid, meter.postmaster(db)) as spent:
                 result = run_import(db, url, ["organizations"], processes=processes)
-                cpus.append({k: v - before[k] for k, v in cpu_seconds(pid).items()})
+            cpus.append(spent)
             assert result["rows"] == count, result
             engine.append(result["rows"] / result["seconds"])
             if compare:
@@ -237,31 +236,6 @@ def sizes(
                 assert result["rows"] == count, result
                 rates[index].append(result["rows"] / result["seconds"])
     return rates
-
-
-def cpu_seconds(demo_pid: int) -> dict[str, float]:
-    """CPU seconds so far of this process (the worker), the demo API and the CPUs this process
-    may run on (Linux /proc; zeros elsewhere). PostgreSQL's share is the CPUs' minus the other
-    two."""
-    cpus = {f"cpu{cpu}" for cpu in os.sched_getaffinity(0)}
-    try:
-        ticks = os.sysconf("SC_CLK_TCK")
-        demo = pathlib.Path(f"/proc/{demo_pid}/stat").read_text().rsplit(")", 1)[1].split()
-        lines = pathlib.Path("/proc/stat").read_text().splitlines()
-    except (OSError, ValueError):
-        return {"worker": 0.0, "demo": 0.0, "machine": 0.0}
-    busy = sum(
-        int(value)
-        for line in lines
-        if line.split(" ", 1)[0] in cpus
-        for index, value in enumerate(line.split()[1:])
-        if index not in (3, 4)  # all but idle and iowait
-    )
-    return {
-        "worker": sum(os.times()[:4]),  # this process, and worker processes it has waited for
-        "demo": (int(demo[11]) + int(demo[12])) / ticks,  # utime, stime
-        "machine": busy / ticks,
-    }
 
 
 def email_phase(dbs: databases.Scratchpad, threads: int, deals: int) -> float:
@@ -498,9 +472,9 @@ def measure(
         "email_1_thread_s": one,
         "email_4_threads_s": four,
         "email_speedup_4_threads": one / four,
-        "cpu_worker_s": cpu["worker"],
-        "cpu_demo_s": cpu["demo"],
-        "cpu_postgres_s": cpu["machine"] - cpu["worker"] - cpu["demo"],
+        "cpu_worker_s": cpu.loader,
+        "cpu_demo_s": cpu.server,
+        "cpu_postgres_s": cpu.postgres,
         "cpu_import_s": count / statistics.median_low(engine),
         "processes": processes,
         "count": count,
@@ -612,7 +586,7 @@ def engine_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("  ratio", f"{r['ratio']:.2f}"),
         (
-            "  CPU s of the median import: worker / demo API / PostgreSQL and the rest",
+            "  CPU s of the median import: worker / demo API / PostgreSQL",
             f"{r['cpu_worker_s']:.1f} / {r['cpu_demo_s']:.1f} / {r['cpu_postgres_s']:.1f}"
             f" in {r['cpu_import_s']:.1f} s on {len(os.sched_getaffinity(0))} core(s)",
         ),
