@@ -46,6 +46,8 @@ RUNTIME_HELP = {
     "body_cost": "tokens a message body call costs",
     "throttle_first": "the first N /v1 calls of each API key answered 429 (Retry-After: 1)",
     "retry_after": "a 429's Retry-After: seconds, or an HTTP date",
+    "paging_loop": "a looping pagination: off; token (a cursor listing repeats the cursor it"
+    " was given); page (offset, page and link listings ignore the position: the first page)",
 }
 
 
