@@ -40,14 +40,16 @@ def request(
     workspace: str = "acme",
     kinds: list[str] | None = None,
     provider_definition: dict[str, Any] | None = None,
+    provider: str = "democrm",
     **option_changes: Any,
 ) -> runs.RunRequest:
     """A run of the demo CRM provider (or of ``provider_definition``, a declarative provider
-    named ``democrm``, such as one of ``democrm_styles``)."""
+    named ``democrm``, such as one of ``democrm_styles``; or of the Python one,
+    ``democrm_python``)."""
     return runs.RunRequest(
         name=name,
         workspace=workspace,
-        provider="democrm",
+        provider=provider,
         base_url=url,
         credential=SECRET,
         kinds=kinds or [],
