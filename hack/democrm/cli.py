@@ -38,6 +38,8 @@ RUNTIME_HELP = {
     "listing_cost": "tokens a listing call costs",
     "body_cost": "tokens a message body call costs",
     "retry_after": "a 429's Retry-After: seconds, or an HTTP date",
+    "paging_loop": "a looping pagination: off; token (a cursor listing repeats the cursor it"
+    " was given); page (offset, page and link listings ignore the position: the first page)",
 }
 
 

@@ -14,6 +14,7 @@ Offset, page and link pages are positions in the listing as it is *now*: a recor
 created before a client's position shifts what the next page holds (offsets drift). Next URL,
 cursor and keyset pages start after an id, and ids only grow along a listing: they do not drift.
 A request without ``paging`` is answered exactly as it was before the other styles existed.
+The runtime's ``paging_loop`` breaks the pagination on purpose (see ``prepare``).
 """
 
 from __future__ import annotations
@@ -79,17 +80,28 @@ class Listing:
 Produce = Callable[[], tuple[Any, Headers]]
 
 
-def prepare(listing: Listing, path: str, query: str, epoch: int = 0) -> Produce:
+class FirstPage(Listing):
+    """A listing that ignores the position asked: every page is its first (``paging_loop``
+    ``page``, a broken offset pagination)."""
+
+    def at(self, position: int, limit: int) -> list[Record]:
+        return super().at(0, limit)
+
+
+def prepare(listing: Listing, path: str, query: str, epoch: int = 0, loop: str = "off") -> Produce:
     """Check the query's paging parameters (400 naming the bad one; 410 for a cursor given out
     before the cursor ``epoch``) and return what builds the page: its JSON payload and its extra
-    headers."""
+    headers. ``loop`` (the runtime's ``paging_loop``) breaks the pagination: ``token`` repeats
+    a cursor, ``page`` answers the first page at every position."""
     params = parse_qs(query, keep_blank_values=True)
     style = params.get("paging", ["offset"])[-1]
     if style not in STYLES:
         message = f"paging must be one of {', '.join(STYLES)}, got {style!r}"
         raise ApiError(400, "bad_request", message)
     if style == "cursor":
-        return by_cursor(listing, path, params, epoch)
+        return by_cursor(listing, path, params, epoch, repeat=loop == "token")
+    if loop == "page":
+        listing = FirstPage(listing.first, listing.end, listing.make, listing.deleted)
     build: Callable[[Listing, str, dict[str, list[str]]], Produce] = BUILDERS[style]
     return build(listing, path, params)
 
@@ -162,13 +174,23 @@ def by_next_url(listing: Listing, path: str, params: dict[str, list[str]]) -> Pr
     return produce
 
 
-def by_cursor(listing: Listing, path: str, params: dict[str, list[str]], epoch: int = 0) -> Produce:
-    after = decode_cursor(params.get("cursor", [""])[-1], path, epoch)
+def by_cursor(
+    listing: Listing,
+    path: str,
+    params: dict[str, list[str]],
+    epoch: int = 0,
+    repeat: bool = False,
+) -> Produce:
+    """Cursor pages; with ``repeat`` a page given a cursor names that same cursor as the next."""
+    given = params.get("cursor", [""])[-1]
+    after = decode_cursor(given, path, epoch)
     limit = size(params, "limit")
 
     def produce() -> tuple[Any, Headers]:
         records, more = after_id(listing, after, limit)
         following = encode_cursor(path, records[-1]["id"], epoch) if more else None
+        if repeat and given and following:
+            following = given
         return {"data": records, "pagination": {"next_cursor": following}}, ()
 
     return produce

@@ -62,6 +62,10 @@ class Runtime:
     retry_after: str = "seconds"
     """How a 429 says when to come back: ``seconds`` (``Retry-After: 3``) or ``date`` (an HTTP
     date, ``Retry-After: Sat, 05 Dec 2026 01:00:03 GMT``)."""
+    paging_loop: str = "off"
+    """A broken pagination, to meet a client's loop guard: ``off``; ``token`` (a cursor listing
+    hands back as its next cursor the one it was given); ``page`` (offset, page and link
+    listings ignore the position asked and answer the first page)."""
 
     def __post_init__(self) -> None:
         for name, choices in RUNTIME_CHOICES.items():
@@ -105,7 +109,10 @@ RUNTIME_RANGES: dict[str, tuple[float, float]] = {
 }
 """Inclusive bounds of every numeric runtime setting, shared by the CLI and ``POST /_config``."""
 
-RUNTIME_CHOICES: dict[str, tuple[str, ...]] = {"retry_after": ("seconds", "date")}
+RUNTIME_CHOICES: dict[str, tuple[str, ...]] = {
+    "retry_after": ("seconds", "date"),
+    "paging_loop": ("off", "token", "page"),
+}
 """The values of every runtime setting that is a word."""
 
 

@@ -109,7 +109,8 @@ def prepare_listing(state: State, kind: str, query: str) -> Call:
     source = state.source
     make = {"organizations": source.organization, "people": source.person, "deals": source.deal}
     listing = paging.Listing(0, source.count(kind), make[kind], state.drift.deleted(kind))
-    produce = paging.prepare(listing, f"/v1/{kind}", query, state.drift.epoch)
+    loop = state.runtime.paging_loop
+    produce = paging.prepare(listing, f"/v1/{kind}", query, state.drift.epoch, loop)
     return Call(True, produce, lambda: state.drift.answered(kind))
 
 
@@ -150,7 +151,8 @@ def prepare_messages(state: State, deal: str, query: str) -> Call:
 
     listing = paging.Listing(first, end, make)
     path = f"/v1/deals/{deal_id}/messages"
-    return Call(True, paging.prepare(listing, path, query, state.drift.epoch))
+    loop = state.runtime.paging_loop
+    return Call(True, paging.prepare(listing, path, query, state.drift.epoch, loop))
 
 
 def prepare_body(state: State, message: str, query: str) -> Call:

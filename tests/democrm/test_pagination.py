@@ -142,3 +142,29 @@ def test_a_cursor_of_another_listing_is_refused(shared_democrm: DemoCRM) -> None
         assert http.get("/v1/people", params={"paging": "cursor", "cursor": cursor}).is_success
         response = http.get("/v1/organizations", params={"paging": "cursor", "cursor": cursor})
     assert response.status_code == 400 and "cursor" in response.json()["error"]["message"]
+
+
+def test_a_looping_pagination_repeats_the_cursor_or_the_first_page(democrm: DemoCRM) -> None:
+    with democrm.client() as http:
+        first = http.get("/v1/people", params={"paging": "cursor", "limit": 10}).json()
+        cursor = first["pagination"]["next_cursor"]
+        democrm.configure(paging_loop="token")
+        again = http.get("/v1/people", params={"paging": "cursor", "limit": 10, "cursor": cursor})
+        assert again.json()["pagination"]["next_cursor"] == cursor  # given back, not the next
+        assert again.json()["data"][0]["id"] == 11
+        assert http.get("/v1/people", params={"start": 20}).json()["data"][0]["id"] == 21
+        democrm.configure(paging_loop="page")
+        for params in ({"start": 20, "limit": 10}, {"paging": "page", "page": 3, "per_page": 10}):
+            body = http.get("/v1/people", params=params).json()
+            assert body["data"] == first["data"], params  # the first page, at every position
+        body = http.get("/v1/people", params={"start": 20, "limit": 10}).json()
+        assert body["pagination"]["next_start"] == 30  # the position asked, as if it were served
+        democrm.configure(paging_loop="off")
+        assert http.get("/v1/people", params={"start": 20}).json()["data"][0]["id"] == 21
+
+
+def test_an_unknown_looping_pagination_is_refused(democrm: DemoCRM) -> None:
+    with democrm.client() as http:
+        refused = http.post("/_config", json={"paging_loop": "sometimes"})
+    assert refused.status_code == 400
+    assert "paging_loop must be one of off, token, page" in refused.text

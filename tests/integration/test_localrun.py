@@ -9,7 +9,7 @@ import sys
 
 import yaml
 from migration import check_against_truth
-from runfiles import command_env, run_file
+from runfiles import command_env, run_file, run_yaml
 from tests.democrm.server_fixture import DemoCRM
 from workers import scalar, wait_for
 
@@ -197,3 +197,19 @@ def test_a_provider_file_not_named_as_the_run_says_is_refused(
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "spec.source.provider: 'democrm', but the provider file declares 'crm'" in err
+
+
+def test_a_kind_the_provider_does_not_have_is_refused_naming_the_field_and_its_kinds(
+    tmp_path: pathlib.Path, db_url: str
+) -> None:
+    path = tmp_path / "run.yaml"
+    run = run_yaml("http://127.0.0.1:1").replace(
+        "spec:\n", "spec:\n  kinds: [organizations, tickets]\n"
+    )
+    path.write_text(run)
+    proc = _ferryman("run", str(path), env=_env(db_url, "key"))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, err
+    assert "spec.kinds: ['tickets'] not provided by 'democrm'" in err
+    assert "name only the provider's kinds, ['deals', 'messages', 'organizations', 'people']" in err
+    assert scalar(db_url, "SELECT count(*) FROM ferryman_runs") == 0  # nothing admitted

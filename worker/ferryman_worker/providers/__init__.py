@@ -289,8 +289,8 @@ def phases_for(provider: Provider, kinds: list[str]) -> list[list[str]]:
     unknown = wanted - set(provider.kinds)
     if unknown:
         raise ConfigurationError(
-            f"spec.kinds: {sorted(unknown)} not provided by {provider.name!r}; "
-            f"it provides {sorted(provider.kinds)}"
+            f"spec.kinds: {sorted(unknown)} not provided by {provider.name!r}; name only the"
+            f" provider's kinds, {sorted(provider.kinds)} (or leave spec.kinds out for all)"
         )
     for name in wanted:
         parent = provider.kinds[name].parent
