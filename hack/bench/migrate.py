@@ -203,17 +203,16 @@ def organizations(
 ) -> dict[str, Any]:
     """Rows/s of the engine importing ``count`` organizations, per round; with ``compare``,
     each round also runs the baseline right after (alternating, so a change of the machine's
-    speed hits both), and the CPU seconds by process of each engine round."""
+    speed hits both), and the CPU seconds by process of each engine round (``meter.Spent``)."""
     engine: list[float] = []
     plain: list[float] = []
-    cpus: list[dict[str, float]] = []
+    cpus: list[meter.Spent] = []
     with democrm(organizations=count, people=0, deals=0) as (url, pid):
         rows = fetch_rows(url, count) if compare else []
         for _ in range(rounds):
-            with dbs.fresh() as db:
-                before = cpu_seconds(pid)
+            with dbs.fresh() as db, meter.metered(pid, meter.postmaster(db)) as spent:
                 result = run_import(db, url, ["organizations"], processes=processes)
-                cpus.append({k: v - before[k] for k, v in cpu_seconds(pid).items()})
+            cpus.append(spent)
             assert result["rows"] == count, result
             engine.append(result["rows"] / result["seconds"])
             if compare:
@@ -237,31 +236,6 @@ def sizes(
                 assert result["rows"] == count, result
                 rates[index].append(result["rows"] / result["seconds"])
     return rates
-
-
-def cpu_seconds(demo_pid: int) -> dict[str, float]:
-    """CPU seconds so far of this process (the worker), the demo API and the CPUs this process
-    may run on (Linux /proc; zeros elsewhere). PostgreSQL's share is the CPUs' minus the other
-    two."""
-    cpus = {f"cpu{cpu}" for cpu in os.sched_getaffinity(0)}
-    try:
-        ticks = os.sysconf("SC_CLK_TCK")
-        demo = pathlib.Path(f"/proc/{demo_pid}/stat").read_text().rsplit(")", 1)[1].split()
-        lines = pathlib.Path("/proc/stat").read_text().splitlines()
-    except (OSError, ValueError):
-        return {"worker": 0.0, "demo": 0.0, "machine": 0.0}
-    busy = sum(
-        int(value)
-        for line in lines
-        if line.split(" ", 1)[0] in cpus
-        for index, value in enumerate(line.split()[1:])
-        if index not in (3, 4)  # all but idle and iowait
-    )
-    return {
-        "worker": sum(os.times()[:4]),  # this process, and worker processes it has waited for
-        "demo": (int(demo[11]) + int(demo[12])) / ticks,  # utime, stime
-        "machine": busy / ticks,
-    }
 
 
 def email_phase(dbs: databases.Scratchpad, threads: int, deals: int) -> float:
@@ -341,16 +315,42 @@ def loads(
 
 def writers_only(dbs: databases.Scratchpad, count: int, rounds: int) -> None:
     """The generated writer against the hand-written one alone (no dlt needed): a line per
-    round, then the JSON line with ``generated_vs_handwritten_writers``."""
-    rates = loads(dbs, count, rounds, 0, ("ferryman", "ferryman_handwritten"))["rates"]
+    round, then the JSON line with ``generated_vs_handwritten_writers`` (rows/s) and
+    ``generated_vs_handwritten_cpu`` (CPU-seconds per row of every process, the loader's, the
+    demo API's and PostgreSQL's; and of PostgreSQL alone: ``..._postgres_cpu``), the medians
+    of the ratios within each round."""
+    measured = loads(dbs, count, rounds, 0, ("ferryman", "ferryman_handwritten"))
+    rates, cpu = measured["rates"], measured["cpu"]
     ratios = [f / h for f, h in zip(rates["ferryman"], rates["ferryman_handwritten"], strict=True)]
+    by = {
+        part: [
+            g[part] / h[part]
+            for g, h in zip(cpu["ferryman"], cpu["ferryman_handwritten"], strict=True)
+        ]
+        for part in ("total", "loader", "postgres")
+    }
     for round_, ratio in enumerate(ratios):
         generated, handwritten = rates["ferryman"][round_], rates["ferryman_handwritten"][round_]
+        spent = (cpu["ferryman"][round_], cpu["ferryman_handwritten"][round_])
         print(
             f"round {round_ + 1}: generated {generated:,.0f} rows/s, hand-written"
-            f" {handwritten:,.0f} rows/s, ratio {ratio:.3f}"
+            f" {handwritten:,.0f} rows/s, ratio {ratio:.3f}; CPU-s per 1,000 rows (loader /"
+            f" PostgreSQL) {spent[0]['loader']:.4f} / {spent[0]['postgres']:.4f} against"
+            f" {spent[1]['loader']:.4f} / {spent[1]['postgres']:.4f}"
         )
-    print(json.dumps({"generated_vs_handwritten_writers": round(statistics.median(ratios), 3)}))
+    print(
+        json.dumps(
+            {
+                "generated_vs_handwritten_writers": round(statistics.median(ratios), 3),
+                "generated_vs_handwritten_cpu": round(statistics.median(by["total"]), 3),
+                "generated_vs_handwritten_loader_cpu": round(statistics.median(by["loader"]), 3),
+                "generated_vs_handwritten_postgres_cpu": round(
+                    statistics.median(by["postgres"]), 3
+                ),
+                "load_avg_1min": os.getloadavg()[0],
+            }
+        )
+    )
 
 
 def _load(name: str, db_url: str, crm_url: str, count: int) -> tuple[int, float]:
@@ -472,9 +472,9 @@ def measure(
         "email_1_thread_s": one,
         "email_4_threads_s": four,
         "email_speedup_4_threads": one / four,
-        "cpu_worker_s": cpu["worker"],
-        "cpu_demo_s": cpu["demo"],
-        "cpu_postgres_s": cpu["machine"] - cpu["worker"] - cpu["demo"],
+        "cpu_worker_s": cpu.loader,
+        "cpu_demo_s": cpu.server,
+        "cpu_postgres_s": cpu.postgres,
         "cpu_import_s": count / statistics.median_low(engine),
         "processes": processes,
         "count": count,
@@ -586,7 +586,7 @@ def engine_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("  ratio", f"{r['ratio']:.2f}"),
         (
-            "  CPU s of the median import: worker / demo API / PostgreSQL and the rest",
+            "  CPU s of the median import: worker / demo API / PostgreSQL",
             f"{r['cpu_worker_s']:.1f} / {r['cpu_demo_s']:.1f} / {r['cpu_postgres_s']:.1f}"
             f" in {r['cpu_import_s']:.1f} s on {len(os.sched_getaffinity(0))} core(s)",
         ),

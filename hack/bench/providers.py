@@ -35,7 +35,7 @@ def _migrate_bench() -> Any:
 
 
 bench = _migrate_bench()
-cpu_seconds, democrm, run_import = bench.cpu_seconds, bench.democrm, bench.run_import
+democrm, meter, run_import = bench.democrm, bench.meter, bench.run_import
 
 PROVIDERS = ("democrm", "democrm_python")
 
@@ -43,13 +43,11 @@ PROVIDERS = ("democrm", "democrm_python")
 def one(
     dbs: databases.Scratchpad, url: str, pid: int, provider: str, kinds: list[str]
 ) -> dict[str, float]:
-    with dbs.fresh() as db:
-        before = cpu_seconds(pid)
+    with dbs.fresh() as db, meter.metered(pid, meter.postmaster(db)) as spent:
         result = run_import(db, url, kinds, provider=provider)
-        spent = cpu_seconds(pid)["worker"] - before["worker"]
     return {
         "rows_per_s": result["rows"] / result["seconds"],
-        "cpu_per_1000_rows": 1000 * spent / result["rows"],
+        "cpu_per_1000_rows": spent.per_1000(result["rows"])["loader"],
         "rows": result["rows"],
     }
 

@@ -277,3 +277,43 @@ def test_a_kind_without_a_mapping_lands_as_jsonb(app: connect.Connection) -> Non
         {"source_id": "7", "record": {"id": 7, "total": 12.5}, "run_id": run.run_id, "slot": 1},
         {"source_id": "8", "record": {"id": 8, "lines": [1, 2]}, "run_id": run.run_id, "slot": 1},
     ]
+
+
+def test_a_trigger_may_rewrite_the_column_that_keeps_the_source_id(
+    app: connect.Connection,
+) -> None:
+    """Each slot names its record's own row and keeps its version, whatever the application's
+    BEFORE trigger does to the row's columns (here, the one filled from the source id)."""
+    app.execute(
+        "CREATE TABLE sales.leads (id bigserial PRIMARY KEY, workspace text NOT NULL,"
+        " source_id text NOT NULL, name text);"
+        " CREATE FUNCTION sales.prefix_lead() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN NEW.source_id := 'lead-' || NEW.source_id; RETURN NEW; END $$;"
+        " CREATE TRIGGER leads_prefixed BEFORE INSERT ON sales.leads"
+        " FOR EACH ROW EXECUTE FUNCTION sales.prefix_lead()"
+    )
+    columns = {"workspace": {"constant": "workspace"}, "source_id": {"field": "/id"}}
+    mapping = parse(
+        {
+            "provider": "crm",
+            "kinds": {
+                "leads": {
+                    "table": "sales.leads",
+                    "columns": {**columns, "name": {"field": "/name"}},
+                }
+            },
+        }
+    )
+    run = Import(app, mapping)
+    assert run.write("leads", [{"id": 7, "name": "Seven"}, {"id": 8, "name": "Eight"}]).written == 2
+    rows = app.execute(
+        "SELECT l.source_id, t.source_id AS stored, t.name, l.source_version"
+        " FROM ferryman_ledger l JOIN sales.leads t ON t.id = l.row_id"
+        " WHERE l.kind = 'leads' ORDER BY l.source_id"
+    ).fetchall()
+    assert [(r["source_id"], r["stored"], r["name"]) for r in rows] == [
+        ("7", "lead-7", "Seven"),
+        ("8", "lead-8", "Eight"),
+    ]
+    assert all(r["source_version"].startswith("h:") for r in rows)
+    assert rows[0]["source_version"] != rows[1]["source_version"]

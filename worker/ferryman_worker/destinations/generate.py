@@ -3,11 +3,11 @@
 The statement reads the window's records with ``jsonb_to_recordset`` (each field declared with
 the type its column takes, so PostgreSQL parses it once), resolves references through the ledger
 (one index probe per row), takes each new row's id from the table's sequence up front (so the
-ledger slot needs no column of the application's table to find its record again), inserts the
-rows, claims their ledger slots, writes join tables and, with a natural key, matches the rows
-the application already has. Identifiers are quoted by ``psycopg.sql``; the window's values are
-parameters; what the mapping itself fixes (a kind's name, a fixed value, a JSON path) is a
-literal quoted by ``psycopg.sql``.
+ledger slot, which keeps its record's version, needs neither a column of the application's table
+nor a second look at the records to find its record again), inserts the rows, claims their ledger
+slots, writes join tables and, with a natural key, matches the rows the application already has.
+Identifiers are quoted by ``psycopg.sql``; the window's values are parameters; what the mapping
+itself fixes (a kind's name, a fixed value, a JSON path) is a literal quoted by ``psycopg.sql``.
 """
 
 from __future__ import annotations
@@ -67,10 +67,6 @@ def _tail(tail: Tail, written: sql.Composable, skipped: sql.Composable) -> sql.C
     ).format(written, skipped)
 
 
-KEEPS_SOURCE_ID = ("bigint", "integer", "text")
-"""Column types whose text is the source id's own (an integer id, or a text one)."""
-
-
 @dataclasses.dataclass(frozen=True)
 class KindCatalog:
     """What the catalog says about a kind's table, resolved at admission and kept in the run."""
@@ -95,10 +91,10 @@ class Versions:
 
     The version is text the ledger keeps (``source_version``, compared by
     ``ferryman_version_newer``): 't:' and the UTC time of a datetime field, 'n:' and the
-    zero-padded value of an integer field, or 'h:' and the md5 of the record (no field);
-    NULL when the field is missing. A full run's statement inserts every record and claims
-    its slot with its version; a delta's inserts the records the ledger does not hold,
-    updates (through the ledger's row id) those whose version is newer than the ledger's,
+    zero-padded value of an integer field, or 'h:' and a 64-bit hash of the record (no field:
+    ``HASHED``); NULL when the field is missing. A full run's statement inserts every record
+    and claims its slot with its version; a delta's inserts the records the ledger does not
+    hold, updates (through the ledger's row id) those whose version is newer than the ledger's,
     and skips the rest."""
 
     field: str | None = None
@@ -109,6 +105,12 @@ class Versions:
 
 
 FULL = Versions()
+
+HASHED = sql.SQL("('h:' || jsonb_hash_extended(e.rec, 0))")
+"""The version of a record without a version field: PostgreSQL's 64-bit hash of the jsonb
+record, read as it is (an md5 would print it to text first). A hash only says "different": were
+it ever to change (another PostgreSQL, another architecture), the next delta would apply each
+such record once more, and never skip a change."""
 
 
 def _version(value: sql.Composable, versions: Versions) -> sql.Composable:
@@ -241,29 +243,6 @@ class _Shape:
             " THEN ferryman_unresolved({kind}, {source}) ELSE {found} END"
         ).format(source=source, found=found, kind=sql.Literal(reference.kind))
 
-    def source_column(self) -> str | None:
-        """A column that stores the record's source id as it is (an integer or text column
-        filled from the source id's field, with no cast or default), so the rows' RETURNING
-        finds each record's source id again (a BEFORE trigger must leave it as it is); None
-        if there is none."""
-        for name, column in self.mapping.columns.items():
-            if (
-                column.field == self.mapping.source_id
-                and column.cast is None
-                and column.default is None
-                and self.catalog.types[name] in KEEPS_SOURCE_ID
-            ):
-                return name
-        return None
-
-    def returning(self) -> str | None:
-        """The column whose RETURNING gives the slots (see ``source_column``), when every
-        record is a new row (no natural key to skip or update on)."""
-        key = self.mapping.natural_key
-        if key is not None and key.on_existing is not OnExisting.FAIL:
-            return None
-        return self.source_column()
-
     def updates(self) -> bool:
         """Whether a delta updates the rows of changed records (not when a natural key says
         onExisting: skip: the application's rows are its own)."""
@@ -297,8 +276,8 @@ def statement(
     ctes = [
         *_input(fields, versions, source),
         *_rows(shape, select, lateral),
-        _claimed(shape, fields),
-        *_members(shape, fields),
+        _claimed(),
+        *_members(shape),
     ]
     written: sql.Composable = _COUNT_SLOTS
     skipped: sql.Composable = sql.SQL("0")
@@ -323,7 +302,7 @@ def _input(fields: _Fields, versions: Versions, source: sql.Composable) -> list[
         version = _version(fields.read(versions.field, _version_type(versions)), versions)
         rows = sql.SQL("jsonb_to_recordset(%(rows)s::jsonb) AS r({})").format(fields.definition())
     else:
-        version = sql.SQL("('h:' || md5(e.rec::text))")
+        version = HASHED
         rows = sql.SQL(
             "jsonb_array_elements(%(rows)s::jsonb) AS e(rec)"
             " CROSS JOIN LATERAL jsonb_to_record(e.rec) AS r({})"
@@ -347,21 +326,14 @@ def _input(fields: _Fields, versions: Versions, source: sql.Composable) -> list[
     ]
 
 
-def _claimed(shape: _Shape, fields: _Fields) -> sql.Composable:
+def _claimed() -> sql.Composable:
     """The ledger slots of the rows written (or matched), each with its record's version."""
-    rows: sql.Composable
-    if shape.returning() is not None:  # RETURNING gave the slots: their versions are input's
-        source = fields.read(shape.mapping.source_id, "text", "i")
-        rows = sql.SQL("slots s JOIN input i ON {} = s.ferryman_source_id").format(source)
-        version = sql.SQL("i.ferryman_version")
-    else:
-        rows, version = sql.SQL("slots s"), sql.SQL("s.ferryman_version")
     return sql.SQL(
         "claimed AS (INSERT INTO ferryman_ledger"
         " (workspace, kind, source_id, row_id, run_id, source_version)"
         " SELECT %(workspace)s, %(kind)s, s.ferryman_source_id, s.ferryman_row_id,"
-        " %(run_id)s, {} FROM {})"
-    ).format(version, rows)
+        " %(run_id)s, s.ferryman_version FROM slots s)"
+    )
 
 
 def _revisions(
@@ -470,20 +442,6 @@ def _rows(
     )
     source = sql.SQL("FROM input r {}").format(sql.SQL(" ").join(lateral))
     policy = mapping.natural_key.on_existing if mapping.natural_key else OnExisting.FAIL
-    keeper = shape.returning()
-    if keeper is not None:  # the table keeps the source id: RETURNING gives the slots
-        yield sql.SQL(
-            "slots AS (INSERT INTO {table} ({columns}) SELECT {values} {source}"
-            " RETURNING {id} AS ferryman_row_id, {keeper}::text AS ferryman_source_id)"
-        ).format(
-            table=table,
-            columns=sql.SQL(", ").join(sql.Identifier(c) for c in mapping.columns),
-            values=sql.SQL(", ").join(select[1 : width + 1]),
-            source=source,
-            id=sql.Identifier(mapping.id),
-            keeper=sql.Identifier(keeper),
-        )
-        return
     if policy is OnExisting.FAIL:  # a match is refused by the unique index: the database's reason
         yield sql.SQL("slots AS (SELECT {}, {} {})").format(
             sequence, sql.SQL(", ").join(select), source
@@ -525,24 +483,14 @@ def _rows(
     ).format(cols=slot_columns)
 
 
-def _members(shape: _Shape, fields: _Fields) -> Iterator[sql.Composable]:
-    """One CTE per join table: the pairs whose other record is in the ledger. The arrays are
-    the slots' own, or, when the rows' RETURNING made the slots, read again from the input."""
-    returned = shape.returning() is not None
-    source = fields.read(shape.mapping.source_id, "text", "i")
+def _members(shape: _Shape) -> Iterator[sql.Composable]:
+    """One CTE per join table: the pairs whose other record is in the ledger."""
     for index, join in enumerate(shape.mapping.joins):
         conflict = " ON CONFLICT DO NOTHING" if shape.mapping.natural_key else ""
-        rows: sql.Composable
-        if returned:
-            rows = sql.SQL("slots s JOIN input i ON {} = s.ferryman_source_id").format(source)
-            array = fields.read(join.field, "jsonb", "i")
-        else:
-            rows = sql.SQL("slots s")
-            array = sql.SQL("s.{}").format(sql.Identifier(f"j_{index}"))
         yield sql.SQL(
             "{name} AS (INSERT INTO {table} ({column}, {other})"
-            " SELECT DISTINCT s.ferryman_row_id, o.row_id FROM {rows}"
-            " CROSS JOIN LATERAL jsonb_array_elements_text({array}) AS e(source_id)"
+            " SELECT DISTINCT s.ferryman_row_id, o.row_id FROM slots s"
+            " CROSS JOIN LATERAL jsonb_array_elements_text(s.{array}) AS e(source_id)"
             " JOIN LATERAL (SELECT l.row_id FROM ferryman_ledger l"
             " WHERE l.workspace = %(workspace)s AND l.kind = {kind} AND l.source_id = e.source_id"
             " LIMIT 1) o ON true{conflict})"
@@ -551,8 +499,7 @@ def _members(shape: _Shape, fields: _Fields) -> Iterator[sql.Composable]:
             table=_table(join.table),
             column=sql.Identifier(join.column),
             other=sql.Identifier(join.other_column),
-            rows=rows,
-            array=array,
+            array=sql.Identifier(f"j_{index}"),
             kind=sql.Literal(join.kind),
             conflict=sql.SQL(conflict),
         )
@@ -567,7 +514,7 @@ def landing_statement(source_id: str, tail: Tail, versions: Versions = FULL) -> 
         typed = sql.SQL("(e.rec #>> {})::{}").format(field, sql.SQL(_version_type(versions)))
         version = _version(typed, versions)
     else:
-        version = sql.SQL("('h:' || md5(e.rec::text))")
+        version = HASHED
     ctes: list[sql.Composable] = [
         sql.SQL(
             "arrived AS (SELECT e.rec, e.rec #>> {path} AS ferryman_source_id,"
