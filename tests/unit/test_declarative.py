@@ -116,6 +116,23 @@ def test_kinds_that_do_not_fit_together_are_named() -> None:
         "spec.kinds.notes.parent: 'companies' must be in an earlier phase than 'notes' (its"
         " records are listed per companies record)"
     ]
+    assert _problems(
+        """
+        metadata: {name: crm}
+        spec:
+          kinds:
+            companies: {request: {path: /c}, fields: {id: {}}}
+            notes:
+              walk: tree
+              parent: companies
+              request: {path: /n}
+              body: {request: {path: "/n/{record.id}"}, field: stage, into: stage}
+              fields: {id: {}}
+        """
+    ) == [
+        "spec.kinds.notes: body.into: 'stage' is not among `fields` (a record keeps only its"
+        " declared fields): declare it, e.g. stage: {type: string}"
+    ]
 
 
 def test_a_file_that_is_not_yaml_or_not_there_says_so() -> None:

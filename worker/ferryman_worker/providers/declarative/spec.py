@@ -1,6 +1,6 @@
 """The declarative provider format: a YAML document, validated by these models (the JSON Schema
-published in ``schemas/provider.schema.json`` and the reference in ``docs/provider-reference.md``
-are generated from them)."""
+published in ``schemas/migrationprovider.schema.json`` and the reference in
+``docs/provider-reference.md`` are generated from them)."""
 
 from __future__ import annotations
 
@@ -456,6 +456,12 @@ class KindSpec(_Spec):
             raise ValueError("`body` is for tree kinds: their children's bodies")
         if self.id not in self.fields:
             raise ValueError(f"the id field {self.id!r} is not among `fields`: declare it")
+        into = self.body.into if self.body else ""
+        if into and into not in self.fields and all(f.source != into for f in self.fields.values()):
+            raise ValueError(
+                f"body.into: {into!r} is not among `fields` (a record keeps only its declared"
+                f" fields): declare it, e.g. {into}: {{type: string}}"
+            )
         version = self.changed_since.version if self.changed_since else ""
         if version and (version not in self.fields or self.fields[version].type not in VERSIONS):
             raise ValueError(
