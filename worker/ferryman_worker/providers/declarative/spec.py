@@ -1,6 +1,6 @@
 """The declarative provider format: a YAML document, validated by these models (the JSON Schema
-published in ``schemas/provider.schema.json`` and the reference in ``docs/provider-reference.md``
-are generated from them)."""
+published in ``schemas/migrationprovider.schema.json`` and the reference in
+``docs/provider-reference.md`` are generated from them)."""
 
 from __future__ import annotations
 
