@@ -17,7 +17,7 @@ from migration import (
     extra_claims,
     landed_once,
     options,
-    sigkill_three_times,
+    sigkill_mid_run,
     start_run,
     wait_finished,
 )
@@ -96,7 +96,7 @@ def test_three_sigkills_mid_run_lose_and_double_nothing(
     env = _credential(server, running)
     run_id = start_run(db_url, _request(server, running, page_size=200, max_in_flight=4))
     total = sum(running.counts.values())
-    final = sigkill_three_times(db_url, run_id, total, lambda: _worker(db_url, env), workers=2)
+    final = sigkill_mid_run(db_url, run_id, total, lambda: _worker(db_url, env), workers=2)
     assert final["state"] == "succeeded", final["error"]
     assert final["tasks_done"] == final["tasks_total"]  # nothing stranded
     landed_once(db_url, server.provider, running.counts)

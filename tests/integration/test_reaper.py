@@ -28,7 +28,7 @@ from migration import (
 )
 from psycopg.types.json import Jsonb
 from tests.democrm.server_fixture import DemoCRM
-from workers import Subprocess, wait_for
+from workers import Subprocess, scalar, wait_for
 
 from ferryman_worker.db import connect, queries
 from ferryman_worker.engine import runs, windows
@@ -250,6 +250,17 @@ def _task_jobs(db_url: str) -> list[dict[str, Any]]:
             "SELECT id, status, attempts, run_at, last_error, args FROM ferryman_jobs"
             " WHERE name = 'ferryman.task' ORDER BY id"
         ).fetchall()
+
+
+def _other_backends(db_url: str) -> int:
+    """Backends of this test's database besides the one asking."""
+    return int(
+        scalar(
+            db_url,
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid()",
+        )
+    )
 
 
 def _sweep(db_url: str, stale_after: float = 1800) -> EngineSweeps:
@@ -478,6 +489,9 @@ def test_a_run_whose_workers_all_died_resumes_on_its_own_jobs(db_url: str) -> No
         wait_for(lambda: state(db_url, run_id)["rows_written"] >= 200, 60, "progress")
         for proc in workers:
             proc.kill()
+        # a statement a worker sent just before its kill may still begin (and renew the run's
+        # heartbeat) on a busy machine: wait until its backends are gone
+        wait_for(lambda: _other_backends(db_url) == 0, 60, "the workers' backends to end")
         waiting = _task_jobs(db_url)
         time.sleep(1.5)  # the heartbeat ages: the stall itself, not a wait for an event
         sweeps = _sweep(db_url, stale_after=1.0)

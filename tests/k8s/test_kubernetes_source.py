@@ -25,7 +25,7 @@ from migration import (
     extra_claims,
     landed_once,
     options,
-    sigkill_three_times,
+    sigkill_mid_run,
     start_run,
     state,
     wait_finished,
@@ -207,7 +207,7 @@ def test_three_sigkills_mid_walk_lose_and_double_nothing(
     run = _run(plane, plane.server, namespace, token, monkeypatch, page_size=100, window_size=2)
     run_id = start_run(db_url, run)
     start = lambda: Subprocess(db_url, "migrations:1")  # noqa: E731
-    final = sigkill_three_times(db_url, run_id, counted, start, workers=1)
+    final = sigkill_mid_run(db_url, run_id, counted, start, workers=1)
     assert final["state"] == "succeeded", final["error"]
     landed_once(db_url, WORKSPACE, {KIND: counted})
     assert final["rows_written"] == counted  # each ConfigMap written once

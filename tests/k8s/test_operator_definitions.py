@@ -189,6 +189,8 @@ def test_a_run_refused_for_what_it_names_is_admitted_once_each_exists(
     eventually(reason, 60, "the run to be refused for its mapping next")
     assert world.status("early")["state"] == "Failed"
     world.apply(MAPPING)
+    admitted = lambda: _admitted(world, "early")["status"] == "True"  # noqa: E731
+    eventually(admitted, 60, "the run to be admitted once its mapping exists")
     final = world.wait_state("early", "Succeeded", timeout=240)
 
     with connect.connect(db_url) as conn:

@@ -1,7 +1,7 @@
 """Walks the examples do not take, through ``ferryman run`` against the real servers: a kind
 whose listing is split into parts (json-server's id ranges, each part followed by its own Link
-header), and tree kinds listed per parent over PocketBase's 15-character text ids. The providers
-are the examples' with a few keys changed."""
+header; PocketBase's time windows as values of its filter), and tree kinds listed per parent over
+PocketBase's 15-character text ids. The providers are the examples' with a few keys changed."""
 
 from __future__ import annotations
 
@@ -49,6 +49,35 @@ def _succeeded(db_url: str) -> None:
     assert _rows(db_url, "SELECT state FROM ferryman_runs") == [{"state": "succeeded"}]
 
 
+def _people_split(
+    where: tuple[str, str, str, str],
+    folder: pathlib.Path,
+    db_url: str,
+    people: dict[str, Any],
+    options: dict[str, int],
+    total: int,
+    overlap: int,
+) -> list[dict[str, Any]]:
+    """``ferryman run`` of the example ``where`` (example, url, its workspace and Secret name,
+    token) with the kind ``people`` only: it succeeds, lands ``total`` people once each, the
+    ``overlap`` listed by two parts skipped the second time; returns the run's tasks, all
+    done."""
+    example, url, name, token = where
+    run, provider = _files(example, url, folder, {"people": people}, options)
+    assert "Succeeded" in ferryman_run(run, provider, db_url, name, token)
+    _succeeded(db_url)
+    landed_once(db_url, name, {"people": total})
+    tasks = _rows(
+        db_url,
+        "SELECT cursor_key, cursor, status, processed_offset, rows_written, rows_skipped"
+        " FROM ferryman_tasks ORDER BY id",
+    )
+    assert {task["status"] for task in tasks} == {"done"}
+    assert sum(t["rows_written"] for t in tasks) == total
+    assert sum(t["rows_skipped"] for t in tasks) == overlap  # written once, skipped once
+    return tasks
+
+
 def test_a_split_kind_walks_each_id_range_in_its_own_chain_and_writes_the_overlap_once(
     json_server: Running, tmp_path: pathlib.Path, db_url: str
 ) -> None:
@@ -67,21 +96,10 @@ def test_a_split_kind_walks_each_id_range_in_its_own_chain_and_writes_the_overla
     people["request"] = {"path": "/people", "query": {"_page": 1}}
     people["pagination"] = {"style": "link_header", "sizeParam": "_limit", "maxPageSize": 1000}
     people["split"] = {"ranges": {"low": "id_gte", "high": "id_lte", "bounds": bounds}}
-    run, provider = _files(
-        "json-server", json_server.url, tmp_path, {"people": people}, {"pageSize": 700}
-    )
-    assert "Succeeded" in ferryman_run(run, provider, db_url, "jsonserver", "unused")
-    _succeeded(db_url)
-    landed_once(db_url, "jsonserver", {"people": total})
-
-    tasks = _rows(
-        db_url,
-        "SELECT cursor_key, cursor, status, processed_offset, rows_written, rows_skipped"
-        " FROM ferryman_tasks ORDER BY id",
-    )
+    where = ("json-server", json_server.url, "jsonserver", "unused")
+    tasks = _people_split(where, tmp_path, db_url, people, {"pageSize": 700}, total, overlap=2)
     chains: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for task in tasks:
-        assert task["status"] == "done", task
         part = task["cursor"]["part"]
         assert task["cursor_key"] == f"people:{part}:{task['cursor']['page']}"
         chains[part].append(task)
@@ -97,15 +115,56 @@ def test_a_split_kind_walks_each_id_range_in_its_own_chain_and_writes_the_overla
             assert query["id_gte"] == [str(low)] and query["id_lte"] == [str(high)]
         listed = sum(t["rows_written"] + t["rows_skipped"] for t in chain)
         assert listed == sum(t["processed_offset"] for t in chain) == size
-    # the two inner bounds were listed twice: written once, skipped once
-    assert sum(t["rows_written"] for t in tasks) == total
-    assert sum(t["rows_skipped"] for t in tasks) == 2
+
+
+def test_a_split_into_overlapping_time_windows_walks_each_window_and_writes_the_overlap_once(
+    pocketbase: Running, tmp_path: pathlib.Path, db_url: str
+) -> None:
+    """People split by partition values of PocketBase's filter: two windows of created_at that
+    overlap (each walked by page number in its own stripes); the people created in both are
+    listed twice and written once."""
+    headers = {"Authorization": pocketbase.tokens["superuser"]}
+    path = "/api/collections/people/records"
+    with httpx.Client(base_url=pocketbase.url, headers=headers, timeout=60.0) as http:
+
+        def count(where: str = "") -> int:
+            body = http.get(path, params={"perPage": 1, "filter": where}).json()
+            return int(body["totalItems"])
+
+        def created(at: int) -> str:
+            params = {"perPage": 1, "page": at, "sort": "created_at", "skipTotal": 1}
+            return str(http.get(path, params=params).json()["items"][0]["created_at"])
+
+        total = count()
+        early, late = created(total // 3), created(total // 2)
+        windows = [f"created_at < '{late}'", f"created_at >= '{early}'"]
+        expected = [count(where) for where in windows]
+        overlap = count(f"{windows[0]} && {windows[1]}")
+    assert 0 < overlap < min(expected) and sum(expected) - overlap == total
+    people = _pocketbase_kinds()["people"]
+    people.pop("changedSince")  # it sets the filter too: a split on it would be refused
+    people["split"] = {"values": {"param": "filter", "values": windows}}
+    options = {"pageSize": 500, "stripes": 3}
+    where = ("pocketbase", pocketbase.url, "pocketbase", pocketbase.tokens["user"])
+    tasks = _people_split(where, tmp_path, db_url, people, options, total, overlap)
+    for part, size in enumerate(expected):
+        chain = [t for t in tasks if t["cursor"]["part"] == part]
+        keys = {t["cursor_key"] for t in chain}  # a stripe may end on an empty page past the end
+        assert {f"people:{part}:{page}" for page in range(-(-size // 500))} <= keys
+        assert sum(t["processed_offset"] for t in chain) == size
+
+
+def _pocketbase_kinds() -> dict[str, Any]:
+    kinds: dict[str, Any] = yaml.safe_load((EXAMPLES / "pocketbase" / "provider.yaml").read_text())[
+        "spec"
+    ]["kinds"]
+    return kinds
 
 
 def _pocketbase_tree() -> dict[str, Any]:
     """Organizations listed by page; their people listed per organization (filtered by its text
     id); their deals listed per person, each deal's stage fetched from its detail by id."""
-    kinds = yaml.safe_load((EXAMPLES / "pocketbase" / "provider.yaml").read_text())["spec"]["kinds"]
+    kinds = _pocketbase_kinds()
     for child, link in (("people", "organization"), ("deals", "person")):
         kind = kinds[child]
         kind["walk"] = "tree"

@@ -175,19 +175,25 @@ def landed_once(db_url: str, workspace: str, counts: dict[str, int]) -> None:
     assert {row["kind"]: row["n"] for row in ledger} == counts
 
 
-def sigkill_three_times(
-    db_url: str, run_id: int, total: int, start: Callable[[], Subprocess], workers: int
+def sigkill_mid_run(
+    db_url: str,
+    run_id: int,
+    total: int,
+    start: Callable[[], Subprocess],
+    workers: int,
+    kills: int = 3,
 ) -> dict[str, Any]:
-    """``workers`` processes from ``start``; at a quarter, a half and three quarters of
-    ``total`` rows written, the oldest is SIGKILLed and another started. Returns the run's
-    final state."""
+    """``workers`` processes from ``start``; each time another ``1/(kills + 1)`` of ``total``
+    rows is written, the oldest is SIGKILLed and another started. Returns the run's final
+    state. Kills follow the run's progress, not the clock: a slow machine slows both."""
     running = [_ready(start()) for _ in range(workers)]
     try:
-        for kill, share in enumerate(("a quarter", "half", "three quarters"), start=1):
-            written: Callable[[], bool] = lambda at=kill: (  # noqa: E731
-                state(db_url, run_id)["rows_written"] >= at * total // 4
+        for kill in range(1, kills + 1):
+            at = kill * total // (kills + 1)
+            written: Callable[[], bool] = lambda at=at: (  # noqa: E731
+                state(db_url, run_id)["rows_written"] >= at
             )
-            wait_for(written, 300, f"{share} of the records", interval=0.1)
+            wait_for(written, 300, f"{at} of {total} rows written", interval=0.1)
             assert state(db_url, run_id)["state"] == "running", f"the run ended before kill {kill}"
             running.pop(0).kill()
             running.append(_ready(start()))

@@ -133,6 +133,22 @@ def test_kinds_that_do_not_fit_together_are_named() -> None:
         "spec.kinds.notes: body.into: 'stage' is not among `fields` (a record keeps only its"
         " declared fields): declare it, e.g. stage: {type: string}"
     ]
+    assert _problems(
+        """
+        metadata: {name: crm}
+        spec:
+          kinds:
+            notes:
+              request: {path: /api/collections/notes/records}
+              pagination: {style: keyset, param: filter, template: "id > '{key}'"}
+              split: {values: {param: filter, values: ["created < '2026'", "created >= '2026'"]}}
+              fields: {id: {}}
+        """
+    ) == [
+        "spec.kinds.notes: split: its parameter 'filter' is also pagination.param, which"
+        " replaces the part's value: each part would list the whole kind; split on another"
+        " parameter (or, for one filter parameter, choose a pagination that does not use it)"
+    ]
 
 
 def test_a_file_that_is_not_yaml_or_not_there_says_so() -> None:

@@ -462,6 +462,13 @@ class KindSpec(_Spec):
                 f"body.into: {into!r} is not among `fields` (a record keeps only its declared"
                 f" fields): declare it, e.g. {into}: {{type: string}}"
             )
+        clash = _split_clash(self)
+        if clash:
+            raise ValueError(
+                f"split: {clash}, which replaces the part's value: each part would list the"
+                " whole kind; split on another parameter (or, for one filter parameter, choose a"
+                " pagination that does not use it)"
+            )
         version = self.changed_since.version if self.changed_since else ""
         if version and (version not in self.fields or self.fields[version].type not in VERSIONS):
             raise ValueError(
@@ -470,6 +477,26 @@ class KindSpec(_Spec):
                 " version out (a hash of the record is then its version)"
             )
         return self
+
+
+def _split_clash(kind: KindSpec) -> str:
+    """A query parameter both the kind's split and its pagination (or changedSince) set: the
+    part's value would be replaced; "" when none."""
+    if kind.split is None:
+        return ""
+    ranges, values = kind.split.ranges, kind.split.values
+    parts = {ranges.low, ranges.high} if ranges else {values.param} if values else set()
+    paging = kind.pagination
+    sets = {"pagination.sizeParam": paging.size_param}
+    for field in ("offset_param", "page_param", "param"):
+        if hasattr(paging, field) and getattr(paging, "send", "query") == "query":
+            sets[f"pagination.{to_camel(field)}"] = getattr(paging, field)
+    if kind.changed_since is not None:
+        sets["changedSince.param"] = kind.changed_since.param
+    for where, param in sets.items():
+        if param in parts:
+            return f"its parameter {param!r} is also {where}"
+    return ""
 
 
 class OptionSpec(_Spec):
