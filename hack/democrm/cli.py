@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from democrm import data, oauth, server, truth, wire
+from democrm import auth, data, oauth, server, truth, wire
 from democrm.app import App
 from democrm.settings import (
     RUNTIME_CHOICES,
@@ -117,22 +117,32 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         "--api-key",
         action="append",
         default=[],
-        help="accepted bearer token (repeatable); without any, every non-empty token is accepted",
+        help="accepted API key (repeatable): a bearer token, or with --auth query the api_key"
+        " parameter; without any, every non-empty key is accepted",
     )
+    net.add_argument(
+        "--auth",
+        choices=auth.STYLES,
+        default="bearer",
+        help="how /v1 calls authenticate: bearer (Authorization: Bearer <key>), basic (HTTP"
+        " basic with --user and --password) or query (?api_key=<key>) (default bearer)",
+    )
+    net.add_argument("--user", default="", help="the HTTP basic user (--auth basic)")
+    net.add_argument("--password", default="", help="the HTTP basic password (--auth basic)")
     net.add_argument("-v", "--verbose", action="store_true", help="log every request to stderr")
-    auth = serve.add_argument_group("OAuth2 (on when --oauth-client-id is given)")
-    auth.add_argument("--oauth-client-id", help="the one client's id")
-    auth.add_argument("--oauth-client-secret", default="", help="the client's secret")
-    auth.add_argument(
+    grant = serve.add_argument_group("OAuth2 (on when --oauth-client-id is given)")
+    grant.add_argument("--oauth-client-id", help="the one client's id")
+    grant.add_argument("--oauth-client-secret", default="", help="the client's secret")
+    grant.add_argument(
         "--oauth-refresh-token", help="the first refresh token (single-use, rotated on use)"
     )
-    auth.add_argument(
+    grant.add_argument(
         "--oauth-access-ttl",
         type=bounded(float, 1, 86_400),
         default=3600.0,
         help="seconds an access token lives (default 3600)",
     )
-    auth.add_argument(
+    grant.add_argument(
         "--oauth-token-latency-ms",
         type=bounded(float, 0, 60_000),
         default=0.0,
@@ -160,6 +170,7 @@ def run_serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         runtime = Runtime(**{name: getattr(args, name) for name in names})
     except SettingsError as exc:
         parser.error(str(exc))
+    access = make_auth(args, parser)
     level = logging.INFO if args.verbose else logging.WARNING
     logging.basicConfig(stream=sys.stderr, level=level, format="democrm: %(message)s")
     client = None
@@ -171,8 +182,20 @@ def run_serve(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             args.oauth_access_ttl,
             args.oauth_token_latency_ms,
         )
-    state = State(data.Source(dataset), runtime, frozenset(args.api_key), client)
+    state = State(data.Source(dataset), runtime, access, client)
     return server.serve(App(state), args.host, args.port, args.verbose)
+
+
+def make_auth(args: argparse.Namespace, parser: argparse.ArgumentParser) -> auth.Auth:
+    if args.auth != "bearer" and args.oauth_client_id:
+        parser.error(f"--auth {args.auth} and --oauth-client-id: OAuth2 hands out bearer tokens")
+    if args.auth == "basic" and args.api_key:
+        parser.error("--auth basic takes --user and --password, not --api-key")
+    if args.auth == "basic" and not (args.user and args.password):
+        parser.error("--auth basic needs --user and --password (both non-empty)")
+    if args.auth != "basic" and (args.user or args.password):
+        parser.error("--user and --password are for --auth basic")
+    return auth.Auth(args.auth, frozenset(args.api_key), args.user, args.password)
 
 
 def run_truth(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

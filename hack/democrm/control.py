@@ -101,7 +101,7 @@ def config_view(state: State) -> dict[str, Any]:
     return {
         "runtime": dataclasses.asdict(state.runtime),
         "dataset": dataclasses.asdict(state.source.dataset),
-        "api_keys": len(state.api_keys),
+        "api_keys": len(state.auth.api_keys),
     }
 
 

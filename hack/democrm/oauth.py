@@ -14,7 +14,6 @@ and API calls per access token (by its issue number, never the token); ``POST /_
 expires every access token now, so a test can make clients refresh.
 """
 
-import base64
 import dataclasses
 import secrets
 import threading
@@ -22,7 +21,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from democrm.wire import ApiError, Request, Response, json_response
+from democrm.wire import ApiError, Request, Response, decode_basic, json_response
 
 
 @dataclasses.dataclass
@@ -130,11 +129,7 @@ class OAuth:
     def _authenticate_client(self, authorization: str | None, form: dict[str, str]) -> None:
         scheme, _, encoded = (authorization or "").partition(" ")
         if scheme.lower() == "basic":
-            try:
-                decoded = base64.b64decode(encoded.strip()).decode()
-            except ValueError:
-                decoded = ":"
-            client_id, _, client_secret = (unquote(part) for part in decoded.partition(":"))
+            client_id, client_secret = (unquote(part) for part in decode_basic(encoded))
         else:
             client_id, client_secret = form.get("client_id", ""), form.get("client_secret", "")
         good_id = secrets.compare_digest(client_id, self.client.client_id)

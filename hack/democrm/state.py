@@ -8,7 +8,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from democrm import budget, changes, data, drift, faults, oauth, stats
+from democrm import auth, budget, changes, data, drift, faults, oauth, stats
 from democrm.settings import Runtime
 
 BUDGET_SETTINGS = frozenset({"budget_capacity", "budget_refill_per_s"})
@@ -19,14 +19,15 @@ class State:
         self,
         source: data.Source,
         runtime: Runtime,
-        api_keys: frozenset[str] = frozenset(),
+        access: auth.Auth | None = None,
         oauth_client: oauth.Client | None = None,
     ) -> None:
         self.source = source
         self.runtime = runtime
-        self.api_keys = api_keys
-        """Accepted bearer tokens; empty means any non-empty token (each with its own budget),
-        unless OAuth is on: then only the access tokens it issued (and these keys)."""
+        self.auth = access or auth.Auth()
+        """Who may call ``/v1``: the auth style, the accepted API keys (an empty set: any
+        non-empty key, each with its own budget, unless OAuth is on: then only the access
+        tokens it issued, and these keys) or the basic user."""
         self.oauth = oauth.OAuth(oauth_client) if oauth_client else None
         self.budgets = budget.Budgets(runtime.budget_capacity, runtime.budget_refill_per_s)
         self.throttle = budget.Throttle()

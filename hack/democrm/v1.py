@@ -1,19 +1,20 @@
 """The CRM API proper, ``/v1/...``: authentication, pagination, pricing, faults and latency.
 
 A request is checked in this order, and the first failure answers it: route (404), method (405),
-bearer token (401), parameters and existence (400, 404), the throttle of a key's first calls and
-the budget (429, nothing charged), then the injected stall and error (the call is already paid),
-then the latency sleep, then the data, with what is left of the key's budget in rate-limit
-headers. How a listing is paged is ``paging``'s.
+credential (401, in the server's auth style: ``auth``), parameters, body and existence (400,
+404), the throttle of a key's first calls and the budget (429, nothing charged), then the
+injected stall and error (the call is already paid), then the latency sleep, then the data,
+with what is left of the key's budget in rate-limit headers. How a listing is paged is
+``paging``'s; a collection's search (``POST``) is ``search``'s.
 """
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from democrm import budget, changes, paging
+from democrm import budget, changes, paging, search
 from democrm.state import State
 from democrm.wire import ApiError, Headers, Request, Response, json_response
 
@@ -30,7 +31,7 @@ class Call:
     """Called once the payload is built (a listing's page was answered)."""
 
 
-Prepare = Callable[[State, str, str], Call]
+Prepare = Callable[[State, str, Request], Call]
 
 
 def handle(state: State, request: Request) -> tuple[str, Response]:
@@ -38,46 +39,32 @@ def handle(state: State, request: Request) -> tuple[str, Response]:
     route = resolve(request.path)
     if route is None:
         return f"{request.method} (unknown)", not_found("no such endpoint").response()
-    endpoint, prepare, argument = route
+    method, endpoint, prepare, argument = route
     try:
-        if request.method != "GET":
-            raise ApiError(405, "method_not_allowed", f"{endpoint} only supports GET")
-        key = authenticate(state, request.authorization)
-        call = prepare(state, argument, request.query)
-        return f"GET {endpoint}", perform(state, key, call)
+        if request.method != method:
+            raise ApiError(405, "method_not_allowed", f"{endpoint} only supports {method}")
+        key = state.auth.authenticate(request, state.oauth)
+        call = prepare(state, argument, request)
+        return f"{method} {endpoint}", perform(state, key, call)
     except ApiError as exc:
         return f"{request.method} {endpoint}", exc.response()
 
 
-def resolve(path: str) -> tuple[str, Prepare, str] | None:
+def resolve(path: str) -> tuple[str, str, Prepare, str] | None:
+    """The method, endpoint label, preparation and path argument of ``path``'s route."""
     parts = path.rstrip("/").split("/")[1:]
     if parts[:1] != ["v1"]:
         return None
-    if len(parts) == 2 and parts[1] in ("organizations", "people", "deals"):
-        return f"/v1/{parts[1]}", prepare_listing, parts[1]
+    collection = len(parts) >= 2 and parts[1] in ("organizations", "people", "deals")
+    if len(parts) == 2 and collection:
+        return "GET", f"/v1/{parts[1]}", prepare_listing, parts[1]
+    if len(parts) == 3 and collection and parts[2] == "search":
+        return "POST", f"/v1/{parts[1]}/search", prepare_search, parts[1]
     if len(parts) == 4 and parts[1] == "deals" and parts[3] == "messages":
-        return "/v1/deals/{id}/messages", prepare_messages, parts[2]
+        return "GET", "/v1/deals/{id}/messages", prepare_messages, parts[2]
     if len(parts) == 3 and parts[1] == "messages":
-        return "/v1/messages/{id}", prepare_body, parts[2]
+        return "GET", "/v1/messages/{id}", prepare_body, parts[2]
     return None
-
-
-def authenticate(state: State, authorization: str | None) -> str:
-    """The budget key of a ``Bearer`` authorization header (the API key, or with OAuth the
-    client id of a live access token), or 401."""
-    scheme, _, token = (authorization or "").partition(" ")
-    token = token.strip()
-    if scheme.lower() == "bearer" and token:
-        if token in state.api_keys or not (state.api_keys or state.oauth):
-            return token
-        if state.oauth and state.oauth.access(token):
-            return state.oauth.client.client_id
-    raise ApiError(
-        401,
-        "unauthorized",
-        "send a valid API key or access token as 'Authorization: Bearer <key>'",
-        (("WWW-Authenticate", 'Bearer realm="democrm", error="invalid_token"'),),
-    )
 
 
 def perform(state: State, key: str, call: Call) -> Response:
@@ -107,13 +94,13 @@ def perform(state: State, key: str, call: Call) -> Response:
     return json_response(payload, headers=headers + budget.rate_headers(state.budgets, key))
 
 
-def prepare_listing(state: State, kind: str, query: str) -> Call:
+def prepare_listing(state: State, kind: str, request: Request) -> Call:
+    query = request.query
     if state.changes.active:
         start, limit = paging.page_params(query)
         return changed_listing(state, kind, query, start, limit)
     source = state.source
-    make = {"organizations": source.organization, "people": source.person, "deals": source.deal}
-    listing = paging.Listing(0, source.count(kind), make[kind], state.drift.deleted(kind))
+    listing = paging.Listing(0, source.count(kind), maker(state, kind), state.drift.deleted(kind))
     loop = state.runtime.paging_loop
     produce = paging.prepare(listing, f"/v1/{kind}", query, state.drift.epoch, loop)
     return Call(True, produce, lambda: state.drift.answered(kind))
@@ -128,8 +115,7 @@ def changed_listing(state: State, kind: str, query: str, start: int, limit: int)
     except ValueError:
         message = f"updated_since must be an ISO 8601 time, got {text!r}"
         raise ApiError(400, "bad_request", message) from None
-    make = {"organizations": state.source.organization, "people": state.source.person,
-            "deals": state.source.deal}[kind]  # fmt: skip
+    make = maker(state, kind)
     listed = state.changes.listed(kind, state.source.count(kind), since)
 
     def produce() -> tuple[Any, Headers]:
@@ -140,7 +126,35 @@ def changed_listing(state: State, kind: str, query: str, start: int, limit: int)
     return Call(True, produce)
 
 
-def prepare_messages(state: State, deal: str, query: str) -> Call:
+def prepare_search(state: State, kind: str, request: Request) -> Call:
+    """A collection's search (``search``): as the listing is now, with ``/_drift``'s and
+    ``/_changes``' deletions left out and, once changes are on, each record as it is now."""
+    query = search.parse(kind, request.body)
+    source, make = state.source, maker(state, kind)
+    if state.changes.active:
+        indices = state.changes.listed(kind, source.count(kind), None)
+
+        def revised(index: int) -> dict[str, Any]:
+            return state.changes.revise(kind, index, make(index))
+
+        return Call(True, search.produce(indices, revised, query))
+    deleted = set(state.drift.deleted(kind))
+    count = source.count(kind)
+    remaining: Sequence[int] = (
+        [i for i in range(count) if i not in deleted] if deleted else range(count)
+    )
+    return Call(True, search.produce(remaining, make, query), lambda: state.drift.answered(kind))
+
+
+def maker(state: State, kind: str) -> Callable[[int], dict[str, Any]]:
+    """What builds the record of a collection (organizations, people, deals) at an index."""
+    source = state.source
+    return {"organizations": source.organization, "people": source.person,
+            "deals": source.deal}[kind]  # fmt: skip
+
+
+def prepare_messages(state: State, deal: str, request: Request) -> Call:
+    query = request.query
     deal_id = paging.parse_id(deal)
     if deal_id is None or not 1 <= deal_id <= state.source.dataset.deals:
         raise not_found(f"no deal with id {deal!r}")
@@ -160,7 +174,7 @@ def prepare_messages(state: State, deal: str, query: str) -> Call:
     return Call(True, paging.prepare(listing, path, query, state.drift.epoch, loop))
 
 
-def prepare_body(state: State, message: str, query: str) -> Call:
+def prepare_body(state: State, message: str, request: Request) -> Call:
     message_id = paging.parse_id(message)
     if message_id is None or not state.source.message_exists(message_id):
         raise not_found(f"no message with id {message!r}")

@@ -3,6 +3,7 @@
 Every error body is ``{"error": {"code": "<snake_case>", "message": "<sentence>"}}``.
 """
 
+import base64
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -44,3 +45,14 @@ def to_json(payload: Any) -> bytes:
 
 def json_response(payload: Any, status: int = 200, headers: Headers = ()) -> Response:
     return Response(status, to_json(payload), headers)
+
+
+def decode_basic(encoded: str) -> tuple[str, str]:
+    """The two parts of an HTTP basic credential, ``base64(first:second)``, split at the first
+    colon; ``("", "")`` if it is not base64 of UTF-8."""
+    try:
+        decoded = base64.b64decode(encoded.strip()).decode()
+    except ValueError:
+        return "", ""
+    first, _, second = decoded.partition(":")
+    return first, second

@@ -61,10 +61,12 @@ class DemoCRM:
     ) -> DemoCRM:
         """Start ``python hack/democrm serve --port 0 --api-key KEY ...`` and wait for its URL.
 
-        With ``api_key=None`` the server accepts any bearer token; ``client()`` then sends
-        ``DEFAULT_API_KEY``."""
+        With ``api_key=None`` the server accepts any API key; ``client()`` then sends
+        ``DEFAULT_API_KEY``. With ``auth="basic"`` (and ``user``, ``password``) no API key is
+        passed: the server takes the user and password."""
         argv = [sys.executable, str(SERVER), "serve", "--port", "0"]
-        argv += ["--api-key", api_key] if api_key is not None else []
+        keyed = api_key is not None and options.get("auth") != "basic"
+        argv += ["--api-key", api_key] if keyed and api_key is not None else []
         process = subprocess.Popen(
             [*argv, *cli_args(options)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True
         )
@@ -101,9 +103,18 @@ class DemoCRM:
         self.stop()
 
     def client(self, **kwargs: Any) -> httpx.Client:
-        """An httpx client for the API, authenticated with the server's key."""
-        headers = {"Authorization": f"Bearer {self.api_key}", **kwargs.pop("headers", {})}
-        return httpx.Client(base_url=self.url, headers=headers, **kwargs)
+        """An httpx client for the API, authenticated as the server's auth style asks: its key
+        as a bearer token (default) or as the ``api_key`` parameter (``auth="query"``), or its
+        user and password (``auth="basic"``)."""
+        style = self.options.get("auth", "bearer")
+        if style == "basic":
+            kwargs.setdefault("auth", (self.options["user"], self.options["password"]))
+        elif style == "query":
+            kwargs["params"] = {"api_key": self.api_key, **kwargs.pop("params", {})}
+        else:
+            kwargs["headers"] = {"Authorization": f"Bearer {self.api_key}",
+                                 **kwargs.pop("headers", {})}  # fmt: skip
+        return httpx.Client(base_url=self.url, **kwargs)
 
     def truth(self, *, ids: bool = True) -> dict[str, Any]:
         return self._control("GET", "/_truth", params={"ids": "1" if ids else "0"})

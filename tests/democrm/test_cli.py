@@ -32,6 +32,11 @@ def test_hosts_other_than_loopback_are_refused(host: str) -> None:
         (["--organizations", "0", "--people", "5"], "at least one organization"),
         (["--budget-capacity", "10"], "at least the listing and body costs"),
         (["truth", "--deals", "x"], "--deals"),
+        (["--auth", "digest"], "--auth: invalid choice"),
+        (["--auth", "basic", "--user", "ada"], "--auth basic needs --user and --password"),
+        (["--auth", "basic", "--user", "a", "--password", "p", "--api-key", "k"], "not --api-key"),
+        (["--user", "ada", "--password", "p"], "--user and --password are for --auth basic"),
+        (["--auth", "query", "--oauth-client-id", "c"], "OAuth2 hands out bearer tokens"),
     ],
 )
 def test_bad_options_are_argparse_errors(args: list[str], message: str) -> None:

@@ -4,14 +4,17 @@ its rate-limit headers, and the run's shared budget follows it instead of meetin
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Iterator
 
+import pytest
 from tests.democrm.conftest import SMALL
 from tests.democrm.server_fixture import DemoCRM
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine.credentials import Credential, url_host
+from ferryman_worker.engine.ratelimit import Budget, Quota
 from ferryman_worker.engine.runtime import EngineRuntime
 from ferryman_worker.engine.source import RateLimited
 from ferryman_worker.providers import Request
@@ -78,3 +81,22 @@ def test_quota_spent_by_another_integration_slows_a_worker_without_a_429_storm(
         spent = crm.stats()["requests"]["GET /v1/deals"].get("200", 0)
     assert spent >= 20  # the other integration did spend the account's quota meanwhile
     assert refused <= 2
+
+
+def test_a_round_dearer_than_the_quota_waits_for_a_calls_worth_not_for_the_whole_reset(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tree task lists its parents in rounds (four listings of 20 tokens: 80, the source's
+    whole quota here). With 10 left, the pause lasts until half the quota is back, as for one
+    call, not until the bucket is full again (which a round of 80 would need)."""
+    budget = Budget("round-of-four", capacity=80, refill_per_s=60)
+    reported = {"x-ratelimit-limit": "80", "x-ratelimit-remaining": "10", "x-ratelimit-reset": "2"}
+    budget.observe(reported)
+    with connect.connect(db_url) as conn, caplog.at_level(logging.INFO, "ferryman.engine"):
+        budget.reserve(conn, 80, largest_call=20)
+    pauses = [r.getMessage() for r in caplog.records if " paused for " in r.getMessage()]
+    wait = Quota(10, 2, 80).wait_for(20)
+    assert wait is not None and wait < 2
+    assert pauses == [
+        f"source credential round-of-four paused for {wait:g}s: the source reported its quota spent"
+    ]

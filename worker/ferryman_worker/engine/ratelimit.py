@@ -195,12 +195,13 @@ class Budget:
         self._largest_cost = 0.0
         self._reconciled_at = float("-inf")
 
-    def reserve(self, conn: Connection, cost: float) -> None:
-        """Block until ``cost`` tokens are this caller's. Call on a job thread, between
+    def reserve(self, conn: Connection, cost: float, largest_call: float | None = None) -> None:
+        """Block until ``cost`` tokens are this caller's (a round of calls, the largest of which
+        costs ``largest_call``; by default one call of ``cost``). Call on a job thread, between
         transactions: a lease is one short autocommit update."""
         while True:
             with self._lock:
-                self._largest_cost = max(self._largest_cost, cost)
+                self._largest_cost = max(self._largest_cost, largest_call or cost)
                 if self._seen is not None and self._reconcile_due():
                     self._reconcile(conn, self._seen)
                 if time.monotonic() - self._leased_at > self.lease_seconds:
@@ -231,10 +232,11 @@ class Budget:
         return low or time.monotonic() - self._reconciled_at >= self.lease_seconds
 
     def _reconcile(self, conn: Connection, seen: Quota) -> None:
-        """The shared budget holds no more than the source says is left; with less left than a
-        call costs, every worker pauses until half of it is back (``Quota.wait_for``; a declared
-        refill cannot know what others spend meanwhile: waiting for it alone would meet a 429
-        at every call)."""
+        """The shared budget holds no more than the source says is left; with less left than
+        the dearest call costs (a call, not a round: the source charges call by call, and a
+        round may cost its whole quota), every worker pauses until half of it is back
+        (``Quota.wait_for``; a declared refill cannot know what others spend meanwhile: waiting
+        for it alone would meet a 429 at every call)."""
         cost = max(1.0, self._largest_cost)
         wait = seen.wait_for(cost) if seen.remaining < cost else None
         pause = wait or 0.0

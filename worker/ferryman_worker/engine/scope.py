@@ -130,7 +130,7 @@ class Scope:
         pending = list(range(len(requests)))
         while pending:
             cost = sum(requests[i].cost for i in pending)
-            self.budget.reserve(self.conn, cost)
+            self.budget.reserve(self.conn, cost, max(requests[i].cost for i in pending))
             metrics.tokens(self.budget.credential, spent=cost)
             results = map_(self._call, [requests[i] for i in pending])
             failed: dict[int, SourceError] = {}
