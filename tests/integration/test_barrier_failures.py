@@ -30,8 +30,7 @@ from workers import scalar, wait_for
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
-
-pytestmark = pytest.mark.slow
+from ferryman_worker.reaper import sweep_engine
 
 DATASET: dict[str, Any] = {
     "organizations": 1,
@@ -93,6 +92,7 @@ def _written_once(db_url: str, kind: str, table: str) -> int:
     return int(row["n"])
 
 
+@pytest.mark.slow
 def test_seeding_refused_for_good_fails_the_run_at_once_and_a_retry_after_the_fix_finishes_it(
     db_url: str, worker_role: str
 ) -> None:
@@ -128,6 +128,7 @@ def test_seeding_refused_for_good_fails_the_run_at_once_and_a_retry_after_the_fi
     barrier_held(db_url, run_id)
 
 
+@pytest.mark.slow
 def test_a_statement_cancelled_at_the_barrier_is_tried_again_and_the_run_succeeds(
     db_url: str, tmp_path: pathlib.Path
 ) -> None:
@@ -162,6 +163,28 @@ def test_a_statement_cancelled_at_the_barrier_is_tried_again_and_the_run_succeed
     [deals, *_] = _task_jobs(db_url)  # the deals' job, tried again after the cancel
     assert (deals["status"], deals["attempts"]) == ("succeeded", 2)
     assert deals["last_error"].startswith("QueryCanceled")
+
+
+def test_a_phase_the_reaper_cannot_seed_for_good_fails_its_run_and_its_sweeps_go_on(
+    db_url: str, worker_role: str
+) -> None:
+    """The reaper's sweep of phases closed without a winner, with the seeding refused for good:
+    the run fails, naming the phase, and the sweeps after it still run (before, the error ended
+    every reap). The phase closed without a winner is forged (a task's finish and the barrier are
+    one transaction: ``test_reaper``); the refusal is real, the workers' INSERT on
+    ``ferryman_tasks`` revoked (the reaper runs as the workers' role)."""
+    with connect.connect(db_url) as admin:
+        run = runs.admit(admin, _deals_then_messages("http://127.0.0.1:1"))
+        runs.start(admin, run)
+        admin.execute("UPDATE ferryman_tasks SET status = 'done'")  # forged: phase 0 closed
+        admin.execute(f"REVOKE INSERT ON ferryman_tasks FROM {ROLE}")
+    with connect.connect(worker_role) as reaper:
+        sweeps = sweep_engine(reaper, stale_after=1800)
+        failed = runs.progress(reaper, run["id"])[0]
+    assert (sweeps.failed_runs, sweeps.advanced) == (1, 0)
+    assert failed["state"] == "failed" and failed["phase"] == 0
+    assert "seeding phase 1 (messages)" in failed["error"]
+    assert "42501 permission denied for table ferryman_tasks" in failed["error"]
 
 
 _SEEDING = (
