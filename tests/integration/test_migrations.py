@@ -102,6 +102,13 @@ def test_a_pending_migration_is_reported(pg_admin_url: str) -> None:
             assert "ferryman db migrate" in str(exc)
         else:
             raise AssertionError("check_current accepted an unmigrated database")
+        created = conn.execute(  # checking only reads: only migrate creates the bookkeeping
+            "SELECT to_regclass('ferryman_schema_migrations') AS own,"
+            " to_regclass('ferryman_plugin_migrations') AS plugins"
+        ).fetchone()
+        assert created == {"own": None, "plugins": None}
+        migrate.migrate(conn)
+        migrate.check_current(conn)
 
 
 PLUGIN = {"fakecrm": "ferryman_fakeplugin.migrations"}

@@ -6,8 +6,11 @@ functions) registers a package of ``NNNN_name.sql`` files in the ``ferryman.migr
 entry-point group; they are applied after ferryman's own, in order, and recorded per plug-in in
 ``ferryman_plugin_migrations`` (created when the first plug-in shows up).
 
-Several processes may migrate at once (every worker does at start-up): a session advisory lock
-serialises them, and whoever comes second finds nothing left to do.
+Only ``migrate`` changes the schema, the bookkeeping tables included: ``status`` and
+``check_current`` only read, so a role without DDL rights (the workers', the reaper's) can check
+that the schema is current. Several processes may migrate at once (the migration job, workers
+started with ``--migrate``): a session advisory lock serialises them, and whoever comes second
+finds nothing left to do.
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ CREATE TABLE IF NOT EXISTS ferryman_plugin_migrations (
     applied_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (plugin, version)
 )"""
+
+
+_PRESENT: LiteralString = """
+SELECT to_regclass('ferryman_schema_migrations') IS NOT NULL AS own,
+       to_regclass('ferryman_plugin_migrations') IS NOT NULL AS plugins"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +110,7 @@ def _read(folder: Traversable, plugin: str | None = None) -> list[Migration]:
 def status(conn: Connection, plugins: dict[str, str] | None = None) -> list[MigrationState]:
     """Every migration with the time it was applied (None: pending)."""
     migrations = available(plugins)
-    applied = _applied(conn, any(m.plugin for m in migrations))
+    applied = _applied(conn)
     return [MigrationState(m, applied.get((m.plugin, m.version))) for m in migrations]
 
 
@@ -110,6 +118,9 @@ def migrate(conn: Connection, plugins: dict[str, str] | None = None) -> list[Mig
     """Apply the pending migrations; returns those this call applied."""
     conn.execute("SELECT pg_advisory_lock(%s, %s)", MIGRATION_LOCK)
     try:
+        conn.execute(_BOOKKEEPING)
+        if any(m.plugin for m in available(plugins)):
+            conn.execute(_PLUGIN_BOOKKEEPING)
         pending = [state.migration for state in status(conn, plugins) if not state.applied_at]
         for migration in pending:
             _apply(conn, migration)
@@ -128,13 +139,16 @@ def check_current(conn: Connection, plugins: dict[str, str] | None = None) -> No
         )
 
 
-def _applied(conn: Connection, plugins: bool) -> dict[tuple[str | None, int], datetime.datetime]:
-    conn.execute(_BOOKKEEPING)
-    rows = conn.execute(
-        "SELECT NULL::text AS plugin, version, applied_at FROM ferryman_schema_migrations"
-    ).fetchall()
-    if plugins:
-        conn.execute(_PLUGIN_BOOKKEEPING)
+def _applied(conn: Connection) -> dict[tuple[str | None, int], datetime.datetime]:
+    """What the bookkeeping tables record; a table that does not exist yet records nothing."""
+    present = conn.execute(_PRESENT).fetchone()
+    assert present is not None
+    rows = []
+    if present["own"]:
+        rows += conn.execute(
+            "SELECT NULL::text AS plugin, version, applied_at FROM ferryman_schema_migrations"
+        ).fetchall()
+    if present["plugins"]:
         rows += conn.execute(
             "SELECT plugin, version, applied_at FROM ferryman_plugin_migrations"
         ).fetchall()
