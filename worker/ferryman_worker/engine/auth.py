@@ -4,12 +4,14 @@ one back can be redacted."""
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable, Generator, Mapping
 
 import httpx
 
 from ferryman_worker.engine import oauth
-from ferryman_worker.engine.credentials import Credential, url_host
+from ferryman_worker.engine.credentials import Credential, redact, url_host
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers import AuthStyle, OAuth2
 
@@ -47,12 +49,38 @@ class HeaderKey(SecretAuth):
         yield request
 
 
+class UrlKeys(logging.Filter):
+    """Takes the keys sent as query parameters out of what httpx logs (at DEBUG, each request's
+    URL with its query: ``HTTP Request: GET https://...?api_key=<key>``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: frozenset[str] = frozenset()
+
+    def add(self, key: str) -> None:
+        self.keys = self.keys | {key}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        keys = self.keys
+        if keys:
+            message = record.getMessage()
+            redacted = redact(message, keys, limit=sys.maxsize)
+            if redacted != message:
+                record.msg, record.args = redacted, ()
+        return True
+
+
+URL_KEYS = UrlKeys()
+logging.getLogger("httpx").addFilter(URL_KEYS)
+
+
 class QueryKey(SecretAuth):
-    """An API key as a query parameter (``?api_key=<key>``)."""
+    """An API key as a query parameter (``?api_key=<key>``), kept out of httpx's log lines."""
 
     def __init__(self, name: str, key: str) -> None:
         self.name, self.key = name, key
         self.secrets = (key,)
+        URL_KEYS.add(key)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         request.url = request.url.copy_merge_params({self.name: self.key})
