@@ -32,6 +32,9 @@ class Definitions:
         provider = definitions.provider_of(name, namespace, found, installed)
         if isinstance(provider, Refusal):
             return provider
+        kinds = definitions.kinds_of(run, provider, found is not None)
+        if kinds is not None:
+            return kinds
         ref = run.spec.mapping
         mapped = None
         if ref is not None and ref.name is not None:

@@ -50,7 +50,7 @@ log = logging.getLogger("ferryman.operator.metrics")
 STATES: Final = tuple(state.value for state in RunState)
 REFUSALS: Final = (
     *("WorkspaceBusy", "WorkspaceOwned", "InvalidSpec", "AdmissionFailed", "SourceNotAllowed"),
-    *("ProviderNotFound", "ProviderInvalid", "ProviderUnreadable"),
+    *("ProviderNotFound", "ProviderInvalid", "ProviderUnreadable", "KindsInvalid"),
     *("MappingNotFound", "MappingInvalid", "MappingUnreadable"),
     *("CredentialMissing", "CredentialUnreadable", "CredentialNotBound"),
 )

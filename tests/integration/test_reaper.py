@@ -6,7 +6,6 @@ for real. A test that forges a stall in SQL says why no real event produces that
 
 from __future__ import annotations
 
-import os
 import pathlib
 import signal
 import time
@@ -15,15 +14,16 @@ from typing import Any
 import psycopg
 import pytest
 from migration import (
-    SECRET,
     barrier_held,
     check_against_truth,
+    crashing_worker,
     credential,
     engine_worker,
     ready_task_jobs,
     request,
     start_run,
     state,
+    stopped_at,
     wait_finished,
 )
 from psycopg.types.json import Jsonb
@@ -32,7 +32,6 @@ from workers import Subprocess, scalar, wait_for
 
 from ferryman_worker.db import connect, queries
 from ferryman_worker.engine import runs, windows
-from ferryman_worker.engine.runtime import credential_env_var
 from ferryman_worker.engine.schedule import enqueue_tasks
 from ferryman_worker.queue import admin
 from ferryman_worker.reaper import EngineSweeps, reap, sweep_engine
@@ -206,38 +205,6 @@ def test_a_run_whose_failed_task_did_not_fail_it_is_failed(conn: connect.Connect
 SMALL: dict[str, Any] = {"people": 0, "deals": 0, "malformed_rate": 0.0}
 
 
-def _crashing_worker(
-    db_url: str,
-    api_key: str,
-    point: str,
-    lanes: str = "migrations:2",
-    stops: str = "",
-    stop_log: pathlib.Path | None = None,
-) -> Subprocess:
-    """A ``ferryman worker`` process that SIGKILLs itself at ``point``, and SIGSTOPs itself at
-    each of ``stops``, saying which in ``stop_log`` (ferryman_crashhooks)."""
-    env = {
-        credential_env_var(SECRET["name"], SECRET["key"]): api_key,
-        "FERRYMAN_IMPORTS": "ferryman_testjobs,ferryman_crashhooks",
-        "FERRYMAN_TEST_CRASH_AT": point,
-        "FERRYMAN_TEST_STOP_AT": stops,
-        "FERRYMAN_TEST_STOP_LOG": str(stop_log or os.devnull),
-    }
-    proc = Subprocess(db_url, lanes, env)
-    if not point and not stops:  # one that crashes or stops may do so before a poll sees it
-        proc.wait_ready()
-    return proc
-
-
-def _stopped_at(proc: Subprocess, stop_log: pathlib.Path, point: str) -> bool:
-    """The process stopped itself at ``point``, its last stop: every thread in state T (the
-    first to stop may not be the one that stopped the process, which can still send a query)."""
-    said = stop_log.read_text().split() if stop_log.exists() else []
-    threads = pathlib.Path(f"/proc/{proc.pid}/task").glob("*/stat")
-    states = {stat.read_text().rpartition(")")[2].split()[0] for stat in threads}
-    return said[-1:] == [point] and states == {"T"}
-
-
 def _died(proc: Subprocess, timeout: float = 30) -> None:
     wait_for(lambda: proc.proc.poll() is not None, timeout, f"worker {proc.pid} to kill itself")
     assert proc.proc.returncode == -signal.SIGKILL
@@ -290,13 +257,13 @@ def test_a_suspend_and_resume_within_one_window_write_the_window_again(
             request(crm.url, kinds=["organizations"], stripes=1, page_size=100, window_size=25),
         )
         log = tmp_path / "stops"
-        proc = _crashing_worker(db_url, crm.api_key, "", "migrations:1", "walk,gate", log)
+        proc = crashing_worker(db_url, crm.api_key, "", "migrations:1", "walk,gate", log)
         try:
-            wait_for(lambda: _stopped_at(proc, log, "walk"), 30, "a stop as its walk starts")
+            wait_for(lambda: stopped_at(proc, log, "walk"), 30, "a stop as its walk starts")
             with connect.connect(db_url) as conn:
                 assert runs.suspend(conn, run_id)
             proc.proc.send_signal(signal.SIGCONT)  # its first window is refused: suspended
-            wait_for(lambda: _stopped_at(proc, log, "gate"), 30, "a stop at the gate")
+            wait_for(lambda: stopped_at(proc, log, "gate"), 30, "a stop at the gate")
             with connect.connect(db_url) as conn:
                 assert runs.resume(conn, run_id) == []  # its task is running: nothing to queue
             proc.proc.send_signal(signal.SIGCONT)
@@ -322,7 +289,7 @@ def test_a_worker_killed_between_failing_a_task_and_failing_its_run_leaves_neith
     neither failed, and the same job, run again, fails both."""
     with DemoCRM.start(seed=39, organizations=40, **SMALL) as crm:
         run_id = start_run(db_url, request(crm.url, kinds=["organizations"], stripes=1))
-        _died(_crashing_worker(db_url, "a-wrong-key", "fail"))  # HTTP 401: the task fails at once
+        _died(crashing_worker(db_url, "a-wrong-key", "fail"))  # HTTP 401: the task fails at once
         (task,) = _task_rows(db_url)
         assert (task["status"], task["attempts"]) == ("running", 1)  # its failure rolled back
         assert state(db_url, run_id)["state"] == "running"
@@ -376,7 +343,7 @@ def _queue_gives_up_on_the_task_job(db_url: str, run_id: int, api_key: str) -> d
         # Shortens the queue's patience from 25 claims to 2; the deaths below are real.
         conn.execute("UPDATE ferryman_jobs SET max_attempts = 2")
     for _ in range(2):
-        _died(_crashing_worker(db_url, api_key, "walk"))
+        _died(crashing_worker(db_url, api_key, "walk"))
     with credential(api_key), engine_worker(db_url):  # the queue gives up on the job
         wait_for(lambda: _task_jobs(db_url)[0]["status"] == "failed", 30, "ProcessDied")
     (job,) = _task_jobs(db_url)
@@ -436,7 +403,7 @@ def test_a_hung_worker_loses_its_tasks_once_stale_and_is_fenced_out_when_it_wake
         run_id = start_run(
             db_url, request(crm.url, kinds=["organizations"], stripes=2, page_size=100)
         )
-        hung = _crashing_worker(db_url, crm.api_key, "")  # no crash point: it just runs
+        hung = crashing_worker(db_url, crm.api_key, "")  # no crash point: it just runs
         try:
             wait_for(lambda: state(db_url, run_id)["tasks_running"] == 2, 30, "two claims")
             hung.proc.send_signal(signal.SIGSTOP)  # alive, holding its locks, doing nothing
@@ -461,7 +428,7 @@ def test_a_barrier_winner_killed_in_its_last_transaction_leaves_no_phase_closed(
 ) -> None:
     with DemoCRM.start(seed=34, organizations=30, people=20, deals=0, malformed_rate=0) as crm:
         run_id = start_run(db_url, request(crm.url, kinds=["organizations", "people"], stripes=1))
-        _died(_crashing_worker(db_url, crm.api_key, "barrier"))
+        _died(crashing_worker(db_url, crm.api_key, "barrier"))
         (task,) = _task_rows(db_url)
         assert (task["phase"], task["status"]) == (0, "running")  # its finish rolled back
         assert state(db_url, run_id)["phase"] == 0
@@ -485,7 +452,7 @@ def test_a_run_whose_workers_all_died_resumes_on_its_own_jobs(db_url: str) -> No
                 crm.url, kinds=["organizations"], page_size=100, stripes=6, max_in_flight=6
             ),
         )
-        workers = [_crashing_worker(db_url, crm.api_key, "") for _ in range(2)]
+        workers = [crashing_worker(db_url, crm.api_key, "") for _ in range(2)]
         wait_for(lambda: state(db_url, run_id)["rows_written"] >= 200, 60, "progress")
         for proc in workers:
             proc.kill()
@@ -545,7 +512,7 @@ def test_a_phase_0_task_that_fails_for_good_holds_the_barrier_and_its_retry_fini
         with connect.connect(db_url) as conn:  # the queue's patience, 25 claims, down to 2
             conn.execute("UPDATE ferryman_jobs SET max_attempts = 2")
         for _ in range(2):  # stripe organizations:0 (the first job) kills its worker
-            _died(_crashing_worker(db_url, crm.api_key, "walk:organizations:0", "migrations:1"))
+            _died(crashing_worker(db_url, crm.api_key, "walk:organizations:0", "migrations:1"))
         with credential(crm.api_key), engine_worker(db_url):
             wait_for(lambda: _stripe_done(db_url), 60, "stripe organizations:100 to end")
             wait_for(lambda: _task_jobs(db_url)[0]["status"] == "failed", 30, "ProcessDied")

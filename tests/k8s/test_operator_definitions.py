@@ -16,7 +16,7 @@ import pytest
 import yaml
 from migration import landed_once
 from source_servers import StartServer, start_json_server, start_pocketbase
-from tests.k8s.operator_bench import Bench, eventually
+from tests.k8s.operator_bench import Bench, eventually, run_manifest
 
 from ferryman_worker import contract
 from ferryman_worker.db import connect
@@ -161,6 +161,59 @@ def test_what_a_run_names_must_exist_in_its_namespace_and_fit(world: Bench) -> N
     assert "spec.mapping.name" in a_file["message"]
     with contract.connect(world.db_url) as conn:
         assert contract.progress(conn) == []
+
+
+def test_a_run_naming_a_kind_its_provider_lacks_is_refused_before_it_waits(world: Bench) -> None:
+    """A built-in provider's run, behind a queued run of its workspace, and a MigrationProvider's
+    run: each refused at once (Failed, its Admitted condition and a Warning Event naming
+    spec.kinds, the unknown kind, the provider's kinds and the fix), nothing admitted for them;
+    the MigrationProvider given the kind, its run is admitted without being retried."""
+    world.secret("unused")
+    world.secret("unused", name="jsonserver", hosts="127.0.0.1")
+    world.apply(PROVIDER)
+    world.operator()
+    orgs = ["organizations"]
+    world.apply(run_manifest("live", NOWHERE, workspace="w1", kinds=orgs, suspend=True))
+    world.wait_state("live", "Running")
+    world.apply(run_manifest("queued", NOWHERE, workspace="w1", kinds=orgs))
+    world.wait_state("queued", "Queued")
+    unknown = ["organizations", "tickets"]
+    world.apply(run_manifest("unknown-builtin", NOWHERE, workspace="w1", kinds=unknown))
+    world.apply(_run("unknown-declared", NOWHERE, workspace="w2", mapping=None, kinds=unknown))
+
+    for name, provider, kinds, fix in (
+        ("unknown-builtin", "democrm", "['deals', 'messages', 'organizations', 'people']", ""),
+        (
+            "unknown-declared",
+            "jsonserver",
+            "['deals', 'notes', 'organizations', 'people']",
+            f"or change MigrationProvider 'jsonserver' in namespace '{world.namespace}'",
+        ),
+    ):
+        refused = _refusal(world, name)
+        assert refused["reason"] == "KindsInvalid", refused
+        message = refused["message"]
+        assert f"spec.kinds: ['tickets'] not provided by {provider!r}" in message
+        assert f"name only the provider's kinds, {kinds}" in message
+        assert "spec.kinds is immutable: create a new MigrationRun" in message
+        assert fix in message
+        said = [e for e in world.events(name) if e["reason"] == "Refused"]
+        assert [e["type"] for e in said] == ["Warning"], said
+        assert said[0]["message"].startswith("spec.kinds: ['tickets']")
+    with contract.connect(world.db_url) as conn:
+        assert [run.name for run in contract.progress(conn)] == [f"{world.namespace}/live"]
+    assert world.status("queued")["state"] == "Queued"
+
+    tickets = {**PROVIDER["spec"]["kinds"]["organizations"], "request": {"path": "/tickets"}}
+    phases = [*PROVIDER["spec"]["phases"], ["tickets"]]
+    mended = [
+        {"op": "add", "path": "/spec/kinds/tickets", "value": tickets},
+        {"op": "replace", "path": "/spec/phases", "value": phases},
+    ]
+    _kubectl_patch(world, "migrationprovider/jsonserver", mended)
+    admitted = lambda: _admitted(world, "unknown-declared")["status"] == "True"  # noqa: E731
+    eventually(admitted, 60, "the run to be admitted once its provider has the kind")
+    assert "lastRetry" not in world.status("unknown-declared")
 
 
 def _admitted(bench: Bench, name: str) -> dict[str, Any]:

@@ -13,7 +13,9 @@ comma list), the first time it gets there, after adding the point's name as a li
 ``FERRYMAN_TEST_STOP_LOG``, so a test can act at that moment:
 
 - ``walk``: as a task's walk starts (its task claimed);
-- ``gate``: as a window the gate refused looks at its run (``Scope.gate``).
+- ``gate``: as a window the gate refused looks at its run (``Scope.gate``);
+- ``barrier``: where ``barrier`` above would kill it (the phase found closed, the run row
+  locked, the finishing task's last transaction open).
 
 Nothing in ``ferryman_worker`` knows about it: it replaces module functions in this process.
 """
@@ -67,6 +69,12 @@ def _crashing_close(conn: Any, run: dict[str, Any], provider: Provider) -> None:
     _close_if_done(conn, run, provider)
 
 
+def _stopping_close(conn: Any, run: dict[str, Any], provider: Provider) -> None:
+    if phases.open_tasks(conn, run["id"], int(run["phase"])) == 0:
+        _stop("barrier")
+    _close_if_done(conn, run, provider)
+
+
 class _DiesBeforeFailingTheRun:
     """The job's connection, but the process dies as the run's failure is sent."""
 
@@ -106,3 +114,5 @@ if "walk" in STOPS:
     walks.walk = _stopping_walk
 if "gate" in STOPS:
     Scope.gate = _stopping_gate  # type: ignore[method-assign]
+if "barrier" in STOPS:
+    phases.close_if_done = _stopping_close

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import pathlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -215,3 +216,35 @@ def extra_claims(db_url: str, run_id: int) -> int:
             "SELECT sum(attempts) - count(*) AS n FROM ferryman_tasks WHERE run_id = %s", (run_id,)
         ).fetchone()
     return int(row["n"]) if row else 0
+
+
+def crashing_worker(
+    db_url: str,
+    api_key: str,
+    point: str,
+    lanes: str = "migrations:2",
+    stops: str = "",
+    stop_log: pathlib.Path | None = None,
+) -> Subprocess:
+    """A ``ferryman worker`` process that SIGKILLs itself at ``point``, and SIGSTOPs itself at
+    each of ``stops``, saying which in ``stop_log`` (ferryman_crashhooks)."""
+    env = {
+        credential_env_var(SECRET["name"], SECRET["key"]): api_key,
+        "FERRYMAN_IMPORTS": "ferryman_testjobs,ferryman_crashhooks",
+        "FERRYMAN_TEST_CRASH_AT": point,
+        "FERRYMAN_TEST_STOP_AT": stops,
+        "FERRYMAN_TEST_STOP_LOG": str(stop_log or os.devnull),
+    }
+    proc = Subprocess(db_url, lanes, env)
+    if not point and not stops:  # one that crashes or stops may do so before a poll sees it
+        proc.wait_ready()
+    return proc
+
+
+def stopped_at(proc: Subprocess, stop_log: pathlib.Path, point: str) -> bool:
+    """The process stopped itself at ``point``, its last stop: every thread in state T (the
+    first to stop may not be the one that stopped the process, which can still send a query)."""
+    said = stop_log.read_text().split() if stop_log.exists() else []
+    threads = pathlib.Path(f"/proc/{proc.pid}/task").glob("*/stat")
+    states = {stat.read_text().rpartition(")")[2].split()[0] for stat in threads}
+    return said[-1:] == [point] and states == {"T"}

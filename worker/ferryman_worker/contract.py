@@ -75,6 +75,7 @@ __all__ = [
     "eta",
     "eta_status",
     "forget",
+    "kinds_refused",
     "load_run",
     "load_run_file",
     "local_binding_refused",
@@ -161,6 +162,22 @@ def token_url(run: MigrationRun, provider_definition: dict[str, Any] | None) -> 
     if style.oauth2 is None:
         return None
     return _auth.token_url(style.oauth2, run.spec.source.base_url)
+
+
+def kinds_refused(run: MigrationRun, provider_definition: dict[str, Any] | None) -> str | None:
+    """Why admission would refuse the run's ``spec.kinds`` (a kind its provider does not have, a
+    tree kind without its parent), or None when they fit or the provider cannot be loaded
+    (admission says why). ``provider_definition``: the declarative provider to snapshot (None:
+    the built-in of the run's ``spec.source.provider``)."""
+    try:
+        provider = _providers.resolve(run.spec.source.provider, provider_definition)
+    except ConfigurationError:
+        return None
+    try:
+        _providers.phases_for(provider, list(run.spec.kinds))
+    except ConfigurationError as exc:
+        return str(exc)
+    return None
 
 
 def local_binding_refused(run: MigrationRun) -> str | None:

@@ -8,7 +8,8 @@ Messages say what went wrong and what to do about it, and never contain a secret
     │   ├── RunSpecError          a MigrationRun document is invalid (every problem, one a line)
     │   └── MappingInvalid        a run's mapping is invalid, or cannot write in this database
     ├── DatabaseError             PostgreSQL unreachable or refused a statement (wraps psycopg)
-    │   └── MigrationError        a schema migration failed or the schema is out of date
+    │   ├── MigrationError        a schema migration failed or the schema is out of date
+    │   └── SeedingRefused        the barrier's seeding of a phase was refused for good
     └── QueueError                misuse of the queue's public API, or a job the queue gave up on
         ├── UnknownJobError       a job name that no imported module registered
         ├── JobAlreadyFinished    a job's completion lost a race (it was run twice)
@@ -46,6 +47,21 @@ class DatabaseError(FerrymanError):
 
 class MigrationError(DatabaseError):
     """A schema migration failed, or the database schema is not up to date."""
+
+
+class SeedingRefused(DatabaseError):
+    """The barrier could not seed a run's next phase: PostgreSQL refused the seeding in a way
+    trying again cannot mend (``db.sqlstate.permanent``: a revoked privilege, a constraint, a bad
+    value). The message names the phase, its kinds and the database's words; the run fails."""
+
+    def __init__(self, phase: int, kinds: list[str], reason: str) -> None:
+        super().__init__(
+            f"seeding phase {phase} ({', '.join(kinds)}) at the barrier was refused by the "
+            f"database: {reason}; trying again cannot help: fix the database, then "
+            "`ferryman retry` the run"
+        )
+        self.phase = phase
+        self.kinds = kinds
 
 
 class QueueError(FerrymanError):

@@ -12,7 +12,8 @@ don't already say, and is safe to run concurrently with workers and with another
 - requeue the queued tasks of runs whose heartbeat stopped (30 minutes without a window) whose
   jobs are gone;
 - fail runs with a task that failed for good, whose finisher died before failing the run;
-- advance phases that closed without a winner (and finish runs whose last phase closed);
+- advance phases that closed without a winner (and finish runs whose last phase closed); a run
+  whose next phase the database refuses to seed for good (``SeedingRefused``) fails, naming it;
 - refill runs whose tasks in flight are below their limit, oldest run first;
 - the stalled-batch sweep and the pruning of old job rows.
 """
@@ -25,6 +26,7 @@ from ferryman_worker import providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import phases, runs, schedule
+from ferryman_worker.errors import SeedingRefused
 from ferryman_worker.queue import admin
 from ferryman_worker.settings import Settings
 
@@ -52,14 +54,13 @@ def sweep_engine(conn: Connection, stale_after: float) -> EngineSweeps:
         {"stale_after": stale_after, "job_name": schedule.TASK_JOB},
     ).fetchone()
     failed = conn.execute(queries.engine("fail_runs_with_failed_tasks")).fetchall()
-    advanced = 0
+    advanced, refused = 0, 0
     for run in conn.execute(queries.engine("runs_with_closed_phase")).fetchall():
-        with conn.transaction():
-            locked = runs.lock(conn, int(run["id"]))
-            before = (locked["phase"], locked["state"])
-            phases.close_if_done(conn, locked, providers.of_run(locked))
-            after = runs.lock(conn, int(run["id"]))
-            advanced += (after["phase"], after["state"]) != before
+        try:
+            advanced += _advance(conn, int(run["id"]))
+        except SeedingRefused as exc:
+            params = {"run_id": run["id"], "state": "failed", "error": str(exc)[:2000]}
+            refused += conn.execute(queries.engine("finish_run"), params).rowcount
     refilled, queued = 0, 0
     for run in conn.execute(queries.engine("runs_below_width")).fetchall():
         with conn.transaction():
@@ -71,11 +72,21 @@ def sweep_engine(conn: Connection, stale_after: float) -> EngineSweeps:
         len(released),
         int(stalled["runs"]) if stalled else 0,
         int(stalled["tasks"]) if stalled else 0,
-        len(failed) + len(failed_tasks),
+        len(failed) + len(failed_tasks) + refused,
         advanced,
         refilled,
         queued,
     )
+
+
+def _advance(conn: Connection, run_id: int) -> bool:
+    """The barrier of a run whose open phase closed without a winner; whether it moved."""
+    with conn.transaction():
+        locked = runs.lock(conn, run_id)
+        before = (locked["phase"], locked["state"])
+        phases.close_if_done(conn, locked, providers.of_run(locked))
+        after = runs.lock(conn, run_id)
+        return (after["phase"], after["state"]) != before
 
 
 def reap(conn: Connection, settings: Settings) -> list[str]:

@@ -61,6 +61,26 @@ def provider_of(
         return Refusal("ProviderInvalid", f"{exc}\nfix the MigrationProvider, {RETRY}")
 
 
+def kinds_of(
+    run: contract.MigrationRun, provider: dict[str, Any] | None, declared: bool
+) -> Refusal | None:
+    """Why the run is refused for its ``spec.kinds`` (a kind its provider does not have, a tree
+    kind without its parent), decided before it may wait in its workspace's queue; None when
+    they fit. ``provider``: the definition it would be admitted with (None: the built-in);
+    ``declared``: the provider is a MigrationProvider, which a change may mend."""
+    problem = contract.kinds_refused(run, provider)
+    if problem is None:
+        return None
+    fix = "spec.kinds is immutable: create a new MigrationRun with the kinds fixed"
+    if declared:
+        name, namespace = run.spec.source.provider, run.metadata.namespace
+        fix += (
+            f", or change MigrationProvider {name!r} in namespace {namespace!r} to provide "
+            "them (the run is examined again when it changes)"
+        )
+    return Refusal("KindsInvalid", f"{problem}\n{fix}")
+
+
 def _unordered(spec: object) -> str:
     """A MigrationProvider spec of several kinds without ``phases``: an example of the phases
     to declare (its kinds as the API server lists them); "" when nothing is missing."""

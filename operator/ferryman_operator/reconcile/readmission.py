@@ -1,8 +1,9 @@
 """Which refused runs a MigrationProvider or MigrationMapping wakes: a run refused because the
-provider or the mapping it names did not exist or did not fit is examined again when either of
-them is created or changed in its namespace, and admitted once they do, without being re-created
-or retried by hand. No Kubernetes here: the handlers ask ``awaited`` of every run (kopf's
-``awaiting`` index) and look up the resource that changed."""
+provider or the mapping it names did not exist or did not fit (the provider lacking a kind the
+run names, too) is examined again when either of them is created or changed in its namespace,
+and admitted once they do, without being re-created or retried by hand. No Kubernetes here: the
+handlers ask ``awaited`` of every run (kopf's ``awaiting`` index) and look up the resource that
+changed."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from ferryman_operator import crd
 from ferryman_operator.reconcile import conditions
 
 REASONS: Final = frozenset(
-    {"ProviderNotFound", "ProviderInvalid", "MappingNotFound", "MappingInvalid"}
+    {"ProviderNotFound", "ProviderInvalid", "KindsInvalid", "MappingNotFound", "MappingInvalid"}
 )
-"""The refusals a change of the run's provider or mapping may mend. (A mapping refused by the
+"""The refusals a change of the run's provider or mapping may mend (KindsInvalid: a kind of
+``spec.kinds`` its MigrationProvider did not have). (A mapping refused by the
 database's catalog is MappingInvalid too: a new table needs the retry annotation, since nothing
 here sees the database change.)"""
 

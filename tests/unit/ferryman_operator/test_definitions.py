@@ -1,7 +1,8 @@
 """Which provider and mapping a run gets at admission, decided from what its namespace holds:
 a MigrationProvider of the name (else a built-in, else refused), the MigrationMapping it names;
-each checked by its model, every problem one line; ``spec.mapping.file`` refused with what to
-use instead. (The resources on a real API server: tests/k8s/test_operator_definitions.py.)"""
+each checked by its model, every problem one line; ``spec.kinds`` checked against the provider;
+``spec.mapping.file`` refused with what to use instead. (The resources on a real API server:
+tests/k8s/test_operator_definitions.py.)"""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.unit.test_runspec import VALID
 
 from ferryman_operator.reconcile import definitions
 from ferryman_operator.reconcile.status import Refusal
+from ferryman_worker import contract
 from ferryman_worker.contract import MappingInvalid
 from ferryman_worker.runspec.models import MappingRef
 
@@ -129,3 +132,49 @@ def test_a_migration_provider_of_several_kinds_must_declare_their_order() -> Non
     assert "e.g. phases: [[organizations], [people], [deals], [notes]]" in refused.message
     one = {**spec, "kinds": {"organizations": spec["kinds"]["organizations"]}}
     assert isinstance(definitions.provider_of("jsonserver", "team", _resource(one), False), dict)
+
+
+def _run(provider: str, kinds: list[str]) -> contract.MigrationRun:
+    body = yaml.safe_load(yaml.safe_dump(VALID))
+    body["metadata"]["namespace"] = "team"
+    body["spec"]["source"]["provider"] = provider
+    body["spec"]["kinds"] = kinds
+    return contract.parse_run(body, source="team/run")
+
+
+def test_a_kind_the_built_in_provider_lacks_refuses_naming_its_kinds_and_the_fix() -> None:
+    refused = definitions.kinds_of(_run("democrm", ["organizations", "tickets"]), None, False)
+    assert isinstance(refused, Refusal) and refused.reason == "KindsInvalid"
+    lines = refused.message.splitlines()
+    assert lines[0] == (
+        "spec.kinds: ['tickets'] not provided by 'democrm'; name only the provider's kinds, "
+        "['deals', 'messages', 'organizations', 'people'] (or leave spec.kinds out for all)"
+    )
+    assert lines[1] == "spec.kinds is immutable: create a new MigrationRun with the kinds fixed"
+
+
+def test_a_kind_a_migration_provider_lacks_refuses_naming_it_as_a_mend_too() -> None:
+    provider = definitions.provider_of("jsonserver", "team", _resource(PROVIDER["spec"]), False)
+    assert isinstance(provider, dict)
+    refused = definitions.kinds_of(_run("jsonserver", ["tickets", "people"]), provider, True)
+    assert isinstance(refused, Refusal) and refused.reason == "KindsInvalid"
+    assert refused.message.startswith(
+        "spec.kinds: ['tickets'] not provided by 'jsonserver'; name only the provider's kinds, "
+        "['deals', 'notes', 'organizations', 'people']"
+    )
+    assert "or change MigrationProvider 'jsonserver' in namespace 'team'" in refused.message
+
+
+def test_a_tree_kind_without_its_parent_refuses_naming_the_parent() -> None:
+    refused = definitions.kinds_of(_run("democrm", ["messages"]), None, False)
+    assert isinstance(refused, Refusal) and refused.reason == "KindsInvalid"
+    assert "spec.kinds: 'messages' is walked from 'deals': add 'deals'" in refused.message
+
+
+@pytest.mark.parametrize("kinds", [[], ["people", "organizations"], ["deals", "messages"]])
+def test_kinds_the_provider_has_are_not_refused(kinds: list[str]) -> None:
+    assert definitions.kinds_of(_run("democrm", kinds), None, False) is None
+
+
+def test_a_provider_that_cannot_be_loaded_leaves_the_refusal_to_its_own_check() -> None:
+    assert definitions.kinds_of(_run("nosuch", ["tickets"]), None, False) is None

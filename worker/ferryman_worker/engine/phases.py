@@ -5,17 +5,24 @@ phase moves ``ferryman_runs.phase`` on with a compare-and-set, and that single w
 next phase. Finishing tasks of one run lock the run row first, so the barrier's check sees every
 other finisher's commit. Nothing is queued for a phase before it opens: top-up (``schedule``)
 only queues tasks of the run's open phase.
+
+Seeding refused for good (``db.sqlstate.permanent``: a revoked privilege, a constraint, a bad
+value) raises ``SeedingRefused``, naming the phase: the finishing task fails its run at once.
+Any other error (a lost connection, a deadlock, a restart) rolls the barrier back with the
+finishing task's last window, and the task's job tries again.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
-from ferryman_worker.db import queries
+from ferryman_worker.db import queries, sqlstate
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import paging
+from ferryman_worker.errors import SeedingRefused
 from ferryman_worker.providers import Kind, Provider
 
 
@@ -96,4 +103,14 @@ def close_if_done(conn: Connection, run: dict[str, Any], provider: Provider) -> 
         if advanced is None:
             return  # someone else closed it: not us
         phase = int(advanced["phase"])
+        _seed_next(conn, run, provider, phase)
+
+
+def _seed_next(conn: Connection, run: dict[str, Any], provider: Provider, phase: int) -> None:
+    """``seed_phase`` at the barrier; SeedingRefused if the database refuses it for good."""
+    try:
         seed_phase(conn, run, provider, phase)
+    except psycopg.Error as exc:
+        if not sqlstate.permanent(exc):
+            raise
+        raise SeedingRefused(phase, run["phases"][phase], sqlstate.describe(exc)) from exc

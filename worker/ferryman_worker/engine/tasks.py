@@ -3,8 +3,11 @@
 It claims its task with a fenced update or exits (a second job handed the same task, a task of
 a phase not yet open, a finished task); then walks it (``walks``) and finishes it together with
 the job's completion in one commit. Cancel and suspend are seen at the next window boundary; a
-task whose job fails for good fails its run. A source error that retrying cannot mend (HTTP 4xx:
-a refused credential, an invalid request) fails the task, its job and its run at once.
+task whose job fails for good fails its run. An error that retrying cannot mend fails the task, its
+job and its run at once: a source's (HTTP 4xx: a refused credential, an invalid request), or the
+database's (``db.sqlstate.permanent``: a revoked privilege, a dropped table or column, the
+barrier's seeding of the next phase refused). Any other error is tried again, with backoff, up to
+the job's attempts.
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from ferryman_worker import logs
-from ferryman_worker.db import queries
+from ferryman_worker.db import queries, sqlstate
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import schedule, walks
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
 from ferryman_worker.engine.scope import Scope, Stop
 from ferryman_worker.engine.source import SourceError
+from ferryman_worker.errors import SeedingRefused
 from ferryman_worker.queue import JobContext, Unretryable, job
 
 MAX_CLAIMS = 50
@@ -63,12 +67,19 @@ def run_task(ctx: JobContext, task_id: int, run_id: int) -> None:
                     {"task_id": task_id, "job_id": ctx.job.id, "status": stop.status},
                 )
     except Exception as exc:
-        hopeless = isinstance(exc, SourceError) and not exc.retryable
+        hopeless = _hopeless(exc)
         if hopeless or ctx.job.is_last_attempt:
             _fail(ctx.conn, task_id, run_id, ctx.job.id, f"{type(exc).__name__}: {exc}")
         if hopeless:
             raise Unretryable(f"{exc} (retrying cannot help)") from exc
         raise
+
+
+def _hopeless(exc: Exception) -> bool:
+    """Whether trying the task again cannot mend ``exc``."""
+    if isinstance(exc, SourceError):
+        return not exc.retryable
+    return isinstance(exc, SeedingRefused) or sqlstate.permanent(exc)
 
 
 def _walk(
