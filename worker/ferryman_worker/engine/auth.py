@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import urllib.parse
 from collections.abc import Callable, Generator, Mapping
 
 import httpx
@@ -58,7 +59,9 @@ class UrlKeys(logging.Filter):
         self.keys: frozenset[str] = frozenset()
 
     def add(self, key: str) -> None:
-        self.keys = self.keys | {key}
+        """Redact ``key`` as is, percent-encoded (``redact``) and as a query value encodes a
+        space (``+``)."""
+        self.keys = self.keys | {key, urllib.parse.quote_plus(key, safe="")}
 
     def filter(self, record: logging.LogRecord) -> bool:
         keys = self.keys
