@@ -34,7 +34,7 @@ from runfiles import ferryman_run
 from scrape import parse, total
 from tests.k8s.conftest import ControlPlane, controlplane_command
 from tests.k8s.operator_bench import Bench
-from workers import Subprocess, wait_for
+from workers import Subprocess, scalar, wait_for
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
@@ -218,14 +218,10 @@ def test_three_sigkills_mid_walk_lose_and_double_nothing(
 
 def _restarts(db_url: str, run_id: int) -> int:
     """How often the run's walk began again at its first page (a token the server expired)."""
-    with connect.connect(db_url) as conn:
-        row = conn.execute(
-            "SELECT coalesce(max((cursor->>'restarts')::int), 0) AS n FROM ferryman_tasks"
-            " WHERE run_id = %s",
-            (run_id,),
-        ).fetchone()
-    assert row is not None
-    return int(row["n"])
+    query = (
+        "SELECT coalesce(max((cursor->>'restarts')::int), 0) FROM ferryman_tasks WHERE run_id = %s"
+    )
+    return int(scalar(db_url, query, (run_id,)))
 
 
 # -- an expired continue token ----------------------------------------------------------------

@@ -211,11 +211,8 @@ def _ready(proc: Subprocess) -> Subprocess:
 
 def extra_claims(db_url: str, run_id: int) -> int:
     """Claims beyond one per task: the work crashes and retries cost."""
-    with connect.connect(db_url) as conn:
-        row = conn.execute(
-            "SELECT sum(attempts) - count(*) AS n FROM ferryman_tasks WHERE run_id = %s", (run_id,)
-        ).fetchone()
-    return int(row["n"]) if row else 0
+    query = "SELECT coalesce(sum(attempts) - count(*), 0) FROM ferryman_tasks WHERE run_id = %s"
+    return int(scalar(db_url, query, (run_id,)))
 
 
 def crashing_worker(

@@ -1,6 +1,8 @@
 -- Delta runs: the ledger keeps each row's source version, written in the same statement as the
 -- row. A version is text with a tag: 't:' and a UTC time (YYYY-MM-DDTHH:MI:SS.US), 'n:' and a
--- zero-padded integer, or 'h:' and the md5 of the record (a kind without a version field).
+-- zero-padded integer, or 'h:' and a hash of the record (a kind without a version field):
+-- jsonb_hash_extended of the jsonb record (destinations/generate.py, HASHED; rows written before
+-- hold an md5, which only makes the next delta apply such a record once more).
 -- NULL: unknown (written before versions were kept, or the record had no version).
 ALTER TABLE ferryman_ledger ADD COLUMN source_version text COLLATE "C";
 -- When a delta run learned that the source deleted the record (a tombstone in a changed-since
