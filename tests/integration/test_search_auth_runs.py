@@ -109,3 +109,16 @@ def test_a_search_listing_with_a_query_key_lands_every_record_once_and_logs_no_k
     assert f"POST {crm.url}/v1/organizations/search?api_key=***" in done.stderr
     assert key not in done.stdout + done.stderr
     _nowhere_in_the_database(db_url, key)
+
+
+def test_a_refused_password_fails_the_run_naming_what_was_sent_and_not_the_password(
+    tmp_path: pathlib.Path, db_url: str
+) -> None:
+    wrong = "not-the-basic-passw0rd-S3CRET"
+    with DemoCRM.start(auth="basic", user="ada", password="the-right-one", **DATASET) as crm:
+        keys = {"username": "ada", "password": wrong}
+        done = _ferryman(tmp_path, crm.url, "democrm-search-basic.yaml", db_url, keys)
+    assert done.returncode != 0
+    assert "the source refused the username and password sent as HTTP basic" in done.stdout
+    assert wrong not in done.stdout + done.stderr
+    _nowhere_in_the_database(db_url, wrong)

@@ -21,6 +21,8 @@ class SecretAuth(httpx.Auth):
     """An auth style holding secrets (never shown: not in ``repr``, redacted from messages)."""
 
     secrets: tuple[str, ...] = ()
+    sends = "the token sent as Authorization: Bearer"
+    """What the source is sent, for the hint of a refusal (401, 403)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(***)"
@@ -44,6 +46,7 @@ class HeaderKey(SecretAuth):
     def __init__(self, name: str, key: str, prefix: str = "") -> None:
         self.name, self.value = name, f"{prefix}{key}"
         self.secrets = (key,)
+        self.sends = f"the API key sent in the {name} header"
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         request.headers[self.name] = self.value
@@ -83,6 +86,7 @@ class QueryKey(SecretAuth):
     def __init__(self, name: str, key: str) -> None:
         self.name, self.key = name, key
         self.secrets = (key,)
+        self.sends = f"the API key sent as the query parameter {name}"
         URL_KEYS.add(key)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
@@ -92,6 +96,8 @@ class QueryKey(SecretAuth):
 
 class Basic(SecretAuth):
     """HTTP basic: ``username`` and ``password``."""
+
+    sends = "the username and password sent as HTTP basic"
 
     def __init__(self, username: str, password: str) -> None:
         self.basic = httpx.BasicAuth(username, password)
@@ -103,6 +109,11 @@ class Basic(SecretAuth):
 
 class NoAuth(SecretAuth):
     """An API without authentication: requests go as they are."""
+
+    sends = (
+        "a call without a credential (the provider's auth style is none: declare the style"
+        " the source wants)"
+    )
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         yield request
