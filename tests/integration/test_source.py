@@ -141,7 +141,7 @@ def test_a_429_that_says_nothing_backs_off_longer_each_time(client: SourceClient
     [
         ("/broken", True, "HTTP 503 Service Unavailable"),
         ("/missing", False, "HTTP 404 Not Found"),
-        ("/echo", False, "HTTP 401 Unauthorized (the source refused the credential"),
+        ("/echo", False, "HTTP 401 Unauthorized (the source refused the token sent as"),
         ("/html", True, "the response is not JSON"),
         ("/slow", True, "timed out after 0.3s"),
     ],

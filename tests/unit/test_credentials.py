@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import urllib.parse
+
 import httpx
 import pytest
 from cryptography.fernet import Fernet
@@ -136,3 +139,19 @@ def test_credential_variables_of_different_references_differ() -> None:
     assert credential_env_var("democrm-token", "token") == (
         "FERRYMAN_CREDENTIAL_DEMOCRM_TOKEN__TOKEN"
     )
+
+
+@pytest.mark.parametrize("key", ["qk-plain-7f2a", "a+b/c=d", "with space", "ä€&x"])
+def test_a_query_key_is_taken_out_of_the_urls_httpx_logs(
+    key: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    answer = httpx.MockTransport(lambda request: httpx.Response(200, json={}))
+    sender = auth.build(AuthStyle("query", name="api_key"), {"token": key})
+    client = httpx.Client(auth=sender, transport=answer)
+    with client, caplog.at_level(logging.DEBUG, logger="httpx"):
+        sent = client.get("https://source.example/v1/people", params={"limit": 5})
+    assert sent.request.url.params["api_key"] == key  # the key went, in the query
+    logged = [record.getMessage() for record in caplog.records if record.name == "httpx"]
+    assert logged and all("people?limit=5&api_key=*** " in line for line in logged), logged
+    encoded = {key, urllib.parse.quote(key, ""), urllib.parse.quote_plus(key, "")}
+    assert not any(form in line for form in encoded for line in logged)

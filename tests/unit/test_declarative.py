@@ -337,3 +337,58 @@ def test_a_field_may_be_read_from_a_dotted_path_into_nested_objects() -> None:
     assert record.model_dump() == {"id": "u-1", "labels": {"app": "crm"}, "name": None}
     with pytest.raises(ValueError, match="id"):
         model.model_validate({"metadata": {"name": "no-uid"}})
+
+
+def test_a_body_on_a_get_and_a_body_cursor_without_a_post_are_named() -> None:
+    get_body = GOOD.replace("request: {method: POST, path:", "request: {path:")
+    assert _problems(get_body) == [
+        "spec.kinds.notes.request: `body` goes with method POST (a GET sends none): set"
+        " `method: POST`, or move its values into `query`",
+    ]
+    no_body = get_body.replace(",\n                body: {filter: {open: true}}}", "}")
+    assert _problems(no_body) == [
+        "spec.kinds.notes: pagination.send: body puts the cursor in the JSON body, which only a"
+        " POST sends: set `request.method: POST` (a search endpoint), or `send: query`",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("auth", "problem"),
+    [
+        (
+            "{style: basic, name: api_key}",
+            "spec.auth: `name` is for styles header and query (the header or parameter holding"
+            " the key); style basic does not use it: drop it, or set the style",
+        ),
+        (
+            "{style: query, name: token, prefix: 'Token '}",
+            "spec.auth: `prefix` is for style header; style query does not use it: drop it",
+        ),
+        (
+            "{style: header, name: api-version}",
+            "spec.kinds.companies.request.headers.API-Version: spec.auth (header) puts the"
+            " credential there on every request: drop it (a credential never goes in a"
+            " provider)",
+        ),
+        (
+            "{style: query, name: sort}",
+            "spec.kinds.companies.request.query.sort: spec.auth (query) puts the credential"
+            " there on every request: drop it (a credential never goes in a provider)",
+        ),
+    ],
+)
+def test_an_auth_that_does_not_fit_its_style_or_the_requests_is_named(
+    auth: str, problem: str
+) -> None:
+    assert _problems(GOOD.replace("{style: header, name: X-Api-Key}", auth)) == [problem]
+
+
+def test_an_authorization_header_in_a_request_is_refused_for_bearer_and_basic() -> None:
+    for style in ("bearer", "basic"):
+        text = GOOD.replace("{style: header, name: X-Api-Key}", f"{{style: {style}}}")
+        text = text.replace('API-Version: "7"', "authorization: Bearer abc")
+        assert _problems(text) == [
+            "spec.kinds.companies.request.headers.authorization: spec.auth"
+            f" ({style}) puts the credential there on every request: drop it (a credential"
+            " never goes in a provider)"
+        ]

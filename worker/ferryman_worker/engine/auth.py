@@ -4,12 +4,15 @@ one back can be redacted."""
 
 from __future__ import annotations
 
+import logging
+import sys
+import urllib.parse
 from collections.abc import Callable, Generator, Mapping
 
 import httpx
 
 from ferryman_worker.engine import oauth
-from ferryman_worker.engine.credentials import Credential, url_host
+from ferryman_worker.engine.credentials import Credential, redact, url_host
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers import AuthStyle, OAuth2
 
@@ -18,6 +21,8 @@ class SecretAuth(httpx.Auth):
     """An auth style holding secrets (never shown: not in ``repr``, redacted from messages)."""
 
     secrets: tuple[str, ...] = ()
+    sends = "the token sent as Authorization: Bearer"
+    """What the source is sent, for the hint of a refusal (401, 403)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(***)"
@@ -41,18 +46,48 @@ class HeaderKey(SecretAuth):
     def __init__(self, name: str, key: str, prefix: str = "") -> None:
         self.name, self.value = name, f"{prefix}{key}"
         self.secrets = (key,)
+        self.sends = f"the API key sent in the {name} header"
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         request.headers[self.name] = self.value
         yield request
 
 
+class UrlKeys(logging.Filter):
+    """Takes the keys sent as query parameters out of what httpx logs (at DEBUG, each request's
+    URL with its query: ``HTTP Request: GET https://...?api_key=<key>``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: frozenset[str] = frozenset()
+
+    def add(self, key: str) -> None:
+        """Redact ``key`` as is, percent-encoded (``redact``) and as a query value encodes a
+        space (``+``)."""
+        self.keys = self.keys | {key, urllib.parse.quote_plus(key, safe="")}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        keys = self.keys
+        if keys:
+            message = record.getMessage()
+            redacted = redact(message, keys, limit=sys.maxsize)
+            if redacted != message:
+                record.msg, record.args = redacted, ()
+        return True
+
+
+URL_KEYS = UrlKeys()
+logging.getLogger("httpx").addFilter(URL_KEYS)
+
+
 class QueryKey(SecretAuth):
-    """An API key as a query parameter (``?api_key=<key>``)."""
+    """An API key as a query parameter (``?api_key=<key>``), kept out of httpx's log lines."""
 
     def __init__(self, name: str, key: str) -> None:
         self.name, self.key = name, key
         self.secrets = (key,)
+        self.sends = f"the API key sent as the query parameter {name}"
+        URL_KEYS.add(key)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         request.url = request.url.copy_merge_params({self.name: self.key})
@@ -61,6 +96,8 @@ class QueryKey(SecretAuth):
 
 class Basic(SecretAuth):
     """HTTP basic: ``username`` and ``password``."""
+
+    sends = "the username and password sent as HTTP basic"
 
     def __init__(self, username: str, password: str) -> None:
         self.basic = httpx.BasicAuth(username, password)
@@ -72,6 +109,11 @@ class Basic(SecretAuth):
 
 class NoAuth(SecretAuth):
     """An API without authentication: requests go as they are."""
+
+    sends = (
+        "a call without a credential (the provider's auth style is none: declare the style"
+        " the source wants)"
+    )
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         yield request

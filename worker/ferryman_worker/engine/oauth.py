@@ -176,6 +176,7 @@ class _BearerAuth(httpx.Auth):
     """A bearer token, fetched when missing or near expiry; a 401 fetches once more."""
 
     skew = SKEW
+    sends = "the OAuth2 access token got with the client id, secret or refresh token"
 
     def __init__(self, endpoint: TokenEndpoint) -> None:
         self.endpoint = endpoint

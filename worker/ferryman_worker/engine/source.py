@@ -132,7 +132,7 @@ class SourceClient:
             raise SourceError(f"{what}: HTTP {_said(status)}", retryable=True, status=status)
         if action != "ok":
             raise SourceError(
-                f"{what}: HTTP {_said(status)}" + _hint(status),
+                f"{what}: HTTP {_said(status)}" + _hint(status, self.auth),
                 retryable=False,
                 status=status,
                 gone=action == "gone",
@@ -179,7 +179,7 @@ def _said(status: int) -> str:
         return str(status)
 
 
-def _hint(status: int) -> str:
+def _hint(status: int, auth: httpx.Auth | None) -> str:
     if 300 <= status < 400:
         return (
             " (a redirect: ferryman follows none, so a credential never travels to where it"
@@ -187,8 +187,8 @@ def _hint(status: int) -> str:
         )
     if status in (401, 403):
         return (
-            " (the source refused the credential: check the token that"
-            " spec.source.credentialsSecretRef names)"
+            f" (the source refused {getattr(auth, 'sends', 'the credential')}: check the keys"
+            " of the Secret that spec.source.credentialsSecretRef names)"
         )
     return ""
 

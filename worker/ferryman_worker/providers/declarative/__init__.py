@@ -121,7 +121,7 @@ def problem(error: Any) -> str:
     if kind == "union_tag_invalid" or kind == "union_tag_not_found":
         return f"{where}.style: must be one of {', '.join(STYLES)}"
     message = message.removeprefix("Value error, ")
-    inner = re.match(r"^(kinds\.[\w.]+): (.*)$", message, re.DOTALL)
+    inner = re.match(r"^(kinds\.[\w.-]+): (.*)$", message, re.DOTALL)
     if inner:  # a check across kinds names the field deeper than where pydantic found it
         return f"{where}.{inner.group(1)}: {inner.group(2)}"
     return f"{where}: {message}"

@@ -110,7 +110,25 @@ class AuthSpec(_Spec):
             )
         if self.style != "oauth2" and self.oauth2 is not None:
             raise ValueError("`oauth2` is for style oauth2: set `style: oauth2`, or drop it")
+        if self.name and self.style not in ("header", "query"):
+            raise ValueError(
+                f"`name` is for styles header and query (the header or parameter holding the"
+                f" key); style {self.style} does not use it: drop it, or set the style"
+            )
+        if self.prefix and self.style != "header":
+            raise ValueError(
+                f"`prefix` is for style header; style {self.style} does not use it: drop it"
+            )
         return self
+
+    def carrier(self) -> tuple[str, str] | None:
+        """Where the credential goes (``("header", name)`` or ``("query", name)``, the header
+        name lower-cased); None for style none."""
+        if self.style == "none":
+            return None
+        if self.style in ("header", "query"):
+            return self.style, self.name.lower() if self.style == "header" else self.name
+        return "header", "authorization"
 
 
 class ResponsesSpec(_Spec):
@@ -159,6 +177,15 @@ class RequestSpec(_Spec):
 
     cost: Annotated[int, Field(ge=1, le=10_000)] = 1
     """Rate-limit tokens one call costs."""
+
+    @model_validator(mode="after")
+    def _body_with_post(self) -> RequestSpec:
+        if self.body is not None and self.method != "POST":
+            raise ValueError(
+                f"`body` goes with method POST (a {self.method} sends none): set `method: POST`,"
+                " or move its values into `query`"
+            )
+        return self
 
 
 class StopSpec(_Spec):
@@ -462,6 +489,11 @@ class KindSpec(_Spec):
                 f"body.into: {into!r} is not among `fields` (a record keeps only its declared"
                 f" fields): declare it, e.g. {into}: {{type: string}}"
             )
+        if getattr(self.pagination, "send", "query") == "body" and self.request.method != "POST":
+            raise ValueError(
+                "pagination.send: body puts the cursor in the JSON body, which only a POST"
+                " sends: set `request.method: POST` (a search endpoint), or `send: query`"
+            )
         clash = _split_clash(self)
         if clash:
             raise ValueError(
@@ -496,6 +528,29 @@ def _split_clash(kind: KindSpec) -> str:
     for where, param in sets.items():
         if param in parts:
             return f"its parameter {param!r} is also {where}"
+    return ""
+
+
+def _credential_clash(auth: AuthSpec, name: str, kind: KindSpec) -> str:
+    """A kind's request (or its children's body request) setting the header or query parameter
+    the credential goes in; "" when none."""
+    carrier = auth.carrier()
+    if carrier is None:
+        return ""
+    place, key = carrier
+    requests = {
+        "request": kind.request,
+        **({"body.request": kind.body.request} if kind.body else {}),
+    }
+    for where, request in requests.items():
+        given = request.headers if place == "header" else request.query
+        for field in given:
+            if (field.lower() if place == "header" else field) == key:
+                return (
+                    f"kinds.{name}.{where}.{'headers' if place == 'header' else 'query'}."
+                    f"{field}: spec.auth ({auth.style}) puts the credential there on every"
+                    " request: drop it (a credential never goes in a provider)"
+                )
     return ""
 
 
@@ -542,6 +597,10 @@ class ProviderSpecBody(_Spec):
             raise ValueError(f"phases leave out kinds: {missing}; put each kind in one phase")
         if len(placed) != len(set(placed)):
             raise ValueError("phases name a kind twice: put each kind in one phase")
+        for name, kind in self.kinds.items():
+            clash = _credential_clash(self.auth, name, kind)
+            if clash:
+                raise ValueError(clash)
         where = {kind: n for n, phase in enumerate(order) for kind in phase}
         for name, kind in self.kinds.items():
             if kind.parent is None:
