@@ -1,5 +1,6 @@
 """The separate database roles of docs/security.md, created with the SQL as written there, on a
-real PostgreSQL whose schema the first install migrated: each component runs under its own role.
+real PostgreSQL whose schema the first install migrated, run as that install's role (the
+database's owner, no superuser): each component runs under its own role.
 The migrator's role owns the schema and applies a later migration; the operator's role admits,
 suspends, resumes, reads and cancels runs through ``ferryman_worker.contract`` but cannot write a
 destination table; a real ``ferryman worker`` process and ``ferryman reap`` under the workers'
@@ -26,16 +27,13 @@ from tests.democrm.server_fixture import DemoCRM
 from workers import SUPPORT, Subprocess
 
 from ferryman_worker import contract
-from ferryman_worker.db import connect, migrate
+from ferryman_worker.db import connect, databases, migrate
 from ferryman_worker.engine import runs
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "security.md"
 ROLES = ("ferryman_operator", "ferryman_worker", "ferryman_owner")
-DROP: tuple[LiteralString, ...] = (
-    "REASSIGN OWNED BY {} TO CURRENT_USER",
-    "DROP OWNED BY {}",
-    "DROP ROLE {}",
-)
+INSTALLER = "ferryman_install"
+"""The role the first install ran as: the database's owner, no superuser."""
 PLUGIN = {"fakecrm": "ferryman_fakeplugin.migrations"}
 """A later migration, as a release (or a plug-in) brings it: a table, a function, an ALTER."""
 ALTER_EACH: LiteralString = """
@@ -77,25 +75,31 @@ def _as(db_url: str, role: str) -> psycopg.Connection[dict[str, object]]:
 
 
 @pytest.fixture
-def roles(db_url: str) -> Iterator[str]:
-    """The doc's SQL, run as the database's owner on the database the first install migrated."""
-    with connect.connect(db_url) as admin:
-        _drop_roles(admin)
-        admin.execute(_roles_sql())
-    yield db_url
-    with connect.connect(db_url) as admin:
-        _drop_roles(admin)
+def roles(pg_admin_url: str) -> Iterator[str]:
+    """A database the first install migrated as its owner, a role that is no superuser (as on a
+    managed PostgreSQL), which then ran the doc's SQL; yields that role's URL."""
+    name = f"ferryman_roles_{os.getpid()}"
+    _drop(pg_admin_url, name)
+    with connect.connect(pg_admin_url) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEROLE").format(sql.Identifier(INSTALLER)))
+    url = _url(databases.create(pg_admin_url, name), INSTALLER)
+    try:
+        with connect.connect(pg_admin_url) as admin:
+            owner = sql.SQL("ALTER DATABASE {} OWNER TO {}")
+            admin.execute(owner.format(sql.Identifier(name), sql.Identifier(INSTALLER)))
+        with connect.connect(url) as install:
+            migrate.migrate(install)
+            install.execute(_roles_sql())
+        yield url
+    finally:
+        _drop(pg_admin_url, name)
 
 
-def _drop_roles(admin: psycopg.Connection[dict[str, object]]) -> None:
-    for role in ROLES:
-        if _exists(admin, role):
-            for statement in DROP:
-                admin.execute(sql.SQL(statement).format(sql.Identifier(role)))
-
-
-def _exists(conn: psycopg.Connection[dict[str, object]], role: str) -> bool:
-    return conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is not None
+def _drop(admin_url: str, database: str) -> None:
+    databases.drop(admin_url, database)
+    with connect.connect(admin_url) as admin:
+        for role in (*ROLES, INSTALLER):
+            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
 def test_the_documented_roles_grant_what_each_component_needs_and_no_more(roles: str) -> None:
