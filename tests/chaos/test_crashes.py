@@ -52,7 +52,7 @@ def _worker(db_url: str, api_key: str) -> Subprocess:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_run_survives_ten_sigkills_of_its_workers(db_url: str) -> None:
-    """Three worker processes; each time another eleventh of the rows is written, one is
+    """Three worker processes; each time another twelfth of the rows is written, one is
     SIGKILLed and another started: ten kills in every phase of the run."""
     with DemoCRM.start(seed=21, **{**SLOW, "latency_ms": 150}) as crm:  # slower listings
         truth = crm.truth()

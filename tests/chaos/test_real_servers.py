@@ -87,7 +87,7 @@ def _worker(db_url: str, env: dict[str, str]) -> Subprocess:
 def test_three_sigkills_mid_run_lose_and_double_nothing(
     name: str, request: pytest.FixtureRequest, db_url: str
 ) -> None:
-    """Two worker processes; at a quarter, a half and three quarters of the records one is
+    """Two worker processes; at a fifth, two fifths and three fifths of the records one is
     SIGKILLed and another started. A task taken over from a killed worker goes on from its
     checkpoint (the offset inside its page committed with its last window): one that skipped
     the rest of its page instead would lose rows here."""

@@ -195,7 +195,7 @@ def test_three_sigkills_mid_walk_lose_and_double_nothing(
     controlplane: ControlPlane, namespace: str, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One `ferryman worker` process at a time walks the continue tokens in pages of 100,
-    each written in windows of 2; at a quarter, a half and three quarters of the ConfigMaps
+    each written in windows of 2; at a fifth, two fifths and three fifths of the ConfigMaps
     (inside the first page, as it is being written) it is SIGKILLed and another started, which
     goes on from the token and the offset inside the page that the last window committed:
     nothing is listed twice unless the API server expired the token meanwhile (it compacts

@@ -184,20 +184,22 @@ def sigkill_mid_run(
     workers: int,
     kills: int = 3,
 ) -> dict[str, Any]:
-    """``workers`` processes from ``start``; each time another ``1/(kills + 1)`` of ``total``
-    rows is written, the oldest is SIGKILLed and another started. Returns the run's final
-    state. Kills follow the run's progress, not the clock: a slow machine slows both."""
+    """``workers`` processes from ``start``; each time another ``1/(kills + 2)`` of ``total``
+    rows is written, the oldest is SIGKILLed and another started (two parts are left after the
+    last kill, and a new process is waited for only when its turn to be killed comes: the run
+    must not end while the test waits). Returns the run's final state. Kills follow the run's
+    progress, not the clock: a slow machine slows both."""
     running = [_ready(start()) for _ in range(workers)]
     try:
         for kill in range(1, kills + 1):
-            at = kill * total // (kills + 1)
+            at = kill * total // (kills + 2)
             written: Callable[[], bool] = lambda at=at: (  # noqa: E731
                 state(db_url, run_id)["rows_written"] >= at
             )
             wait_for(written, 300, f"{at} of {total} rows written", interval=0.1)
             assert state(db_url, run_id)["state"] == "running", f"the run ended before kill {kill}"
-            running.pop(0).kill()
-            running.append(_ready(start()))
+            _ready(running.pop(0)).kill()
+            running.append(start())
         return wait_finished(db_url, run_id, timeout=600)
     finally:
         for proc in running:
