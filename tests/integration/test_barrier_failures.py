@@ -23,6 +23,7 @@ from migration import (
     request,
     start_run,
     stopped_at,
+    task_jobs,
     wait_finished,
 )
 from tests.democrm.server_fixture import DemoCRM
@@ -69,14 +70,6 @@ def worker_role(db_url: str) -> Iterator[str]:
             admin.execute(f"DROP ROLE {ROLE}")
 
 
-def _task_jobs(db_url: str) -> list[dict[str, Any]]:
-    with connect.connect(db_url) as conn:
-        return conn.execute(
-            "SELECT status, attempts, last_error FROM ferryman_jobs"
-            " WHERE name = 'ferryman.task' ORDER BY id"
-        ).fetchall()
-
-
 def _written_once(db_url: str, kind: str, table: str) -> int:
     """How many rows of ``kind`` the destination holds: each source row once, each with its
     ledger slot."""
@@ -112,7 +105,7 @@ def test_seeding_refused_for_good_fails_the_run_at_once_and_a_retry_after_the_fi
             assert "seeding phase 1 (messages)" in failed["error"]
             assert "42501 permission denied for table ferryman_tasks" in failed["error"]
             assert "ferryman retry" in failed["error"]
-            [job] = _task_jobs(db_url)  # one task job: the deals', failed on its first attempt
+            [job] = task_jobs(db_url)  # one task job: the deals', failed on its first attempt
             assert (job["status"], job["attempts"]) == ("failed", 1)
             assert failed["phase"] == 0  # the barrier rolled back: no phase 1, no message task
             assert scalar(db_url, "SELECT count(*) FROM ferryman_tasks WHERE phase = 1") == 0
@@ -150,7 +143,7 @@ def test_a_statement_cancelled_at_the_barrier_is_tried_again_and_the_run_succeed
                 proc.proc.send_signal(signal.SIGCONT)
                 wait_for(lambda: _seeding_waits(db_url), 60, "the seeding to wait on the lock")
                 assert scalar(db_url, _CANCEL_SEEDING) == 1
-                wait_for(lambda: _task_jobs(db_url)[0]["attempts"] == 1, 60, "a failed attempt")
+                wait_for(lambda: task_jobs(db_url)[0]["attempts"] == 1, 60, "a failed attempt")
                 locker.rollback()
             final = wait_finished(db_url, run_id, timeout=120)
             truth = crm.truth()
@@ -160,7 +153,7 @@ def test_a_statement_cancelled_at_the_barrier_is_tried_again_and_the_run_succeed
     assert final["state"] == "succeeded", final["error"]
     check_against_truth(db_url, truth, kinds=("deals", "messages"))
     barrier_held(db_url, run_id)
-    [deals, *_] = _task_jobs(db_url)  # the deals' job, tried again after the cancel
+    [deals, *_] = task_jobs(db_url)  # the deals' job, tried again after the cancel
     assert (deals["status"], deals["attempts"]) == ("succeeded", 2)
     assert deals["last_error"].startswith("QueryCanceled")
 

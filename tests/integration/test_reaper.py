@@ -24,6 +24,7 @@ from migration import (
     start_run,
     state,
     stopped_at,
+    task_jobs,
     wait_finished,
 )
 from psycopg.types.json import Jsonb
@@ -211,14 +212,6 @@ def _died(proc: Subprocess, timeout: float = 30) -> None:
     proc.stop()
 
 
-def _task_jobs(db_url: str) -> list[dict[str, Any]]:
-    with connect.connect(db_url) as conn:
-        return conn.execute(
-            "SELECT id, status, attempts, run_at, last_error, args FROM ferryman_jobs"
-            " WHERE name = 'ferryman.task' ORDER BY id"
-        ).fetchall()
-
-
 def _other_backends(db_url: str) -> int:
     """Backends of this test's database besides the one asking."""
     return int(
@@ -276,7 +269,7 @@ def test_a_suspend_and_resume_within_one_window_write_the_window_again(
     check_against_truth(db_url, truth, kinds=("organizations",))
     tasks = _task_rows(db_url)
     assert [(t["status"], t["attempts"]) for t in tasks] == [("done", 1)] * len(tasks)
-    assert {j["status"] for j in _task_jobs(db_url)} == {"succeeded"}  # none released
+    assert {j["status"] for j in task_jobs(db_url)} == {"succeeded"}  # none released
 
 
 @pytest.mark.slow
@@ -305,7 +298,7 @@ def test_a_worker_killed_between_failing_a_task_and_failing_its_run_leaves_neith
     assert final["state"] == "failed" and "HTTP 401" in final["error"]
     (task,) = _task_rows(db_url)
     assert (task["status"], task["attempts"]) == ("failed", 2)
-    assert [j["status"] for j in _task_jobs(db_url)] == ["failed"]
+    assert [j["status"] for j in task_jobs(db_url)] == ["failed"]
     assert _sweep(db_url).failed_runs == 0
 
 
@@ -317,12 +310,12 @@ def test_a_task_waiting_out_its_backoff_keeps_its_job_attempts_and_backoff(db_ur
         engine_worker(db_url, backoff_base=10.0),
     ):
         run_id = start_run(db_url, request(crm.url, kinds=["organizations"], stripes=1))
-        wait_for(lambda: _task_jobs(db_url)[0]["attempts"] == 1, 60, "a failed attempt")
-        (waiting,) = _task_jobs(db_url)
+        wait_for(lambda: task_jobs(db_url)[0]["attempts"] == 1, 60, "a failed attempt")
+        (waiting,) = task_jobs(db_url)
         (task,) = _task_rows(db_url)
         sweeps = [_sweep(db_url), _sweep(db_url, stale_after=0.001)]  # however stale it looks
         assert [(s.released, s.failed_tasks, s.queued) for s in sweeps] == [(0, 0, 0)] * 2
-        assert _task_jobs(db_url) == [waiting]  # same job, attempt count and next try
+        assert task_jobs(db_url) == [waiting]  # same job, attempt count and next try
         assert _task_rows(db_url) == [task] and task["status"] == "running"
         assert task["job_id"] == waiting["id"] and task["attempts"] == 1
         crm.configure(error_rate=0.0)
@@ -330,7 +323,7 @@ def test_a_task_waiting_out_its_backoff_keeps_its_job_attempts_and_backoff(db_ur
         truth = crm.truth()
     assert final["state"] == "succeeded", final["error"]
     check_against_truth(db_url, truth, kinds=("organizations",))
-    assert [(j["id"], j["status"], j["attempts"]) for j in _task_jobs(db_url)] == [
+    assert [(j["id"], j["status"], j["attempts"]) for j in task_jobs(db_url)] == [
         (waiting["id"], "succeeded", 2)  # one failed attempt, one that succeeded
     ]
     assert _task_rows(db_url)[0]["attempts"] == 2  # the same task, claimed twice by one job
@@ -345,8 +338,8 @@ def _queue_gives_up_on_the_task_job(db_url: str, run_id: int, api_key: str) -> d
     for _ in range(2):
         _died(crashing_worker(db_url, api_key, "walk"))
     with credential(api_key), engine_worker(db_url):  # the queue gives up on the job
-        wait_for(lambda: _task_jobs(db_url)[0]["status"] == "failed", 30, "ProcessDied")
-    (job,) = _task_jobs(db_url)
+        wait_for(lambda: task_jobs(db_url)[0]["status"] == "failed", 30, "ProcessDied")
+    (job,) = task_jobs(db_url)
     assert "ProcessDied" in job["last_error"]
     assert _task_rows(db_url)[0]["status"] == "running"  # nothing failed it yet
     assert state(db_url, run_id)["state"] == "running"
@@ -377,7 +370,7 @@ def test_a_task_whose_job_was_discarded_after_the_queue_gave_up_is_released_and_
         truth = crm.truth()
     assert final["state"] == "succeeded", final["error"]
     check_against_truth(db_url, truth, kinds=("organizations",))
-    assert [j["status"] for j in _task_jobs(db_url)] == ["discarded", "succeeded"]
+    assert [j["status"] for j in task_jobs(db_url)] == ["discarded", "succeeded"]
 
 
 @pytest.mark.slow
@@ -389,7 +382,7 @@ def test_a_task_whose_worker_keeps_dying_fails_its_run_once_the_queue_gives_up(
         _queue_gives_up_on_the_task_job(db_url, run_id, crm.api_key)
         sweeps = _sweep(db_url)
         assert (sweeps.failed_tasks, sweeps.failed_runs, sweeps.released) == (1, 1, 0)
-        assert sweeps.queued == 0 and len(_task_jobs(db_url)) == 1  # no new job, no new loop
+        assert sweeps.queued == 0 and len(task_jobs(db_url)) == 1  # no new job, no new loop
     final = state(db_url, run_id)
     assert final["state"] == "failed" and "ProcessDied" in final["error"]
     assert _task_rows(db_url)[0]["status"] == "failed"
@@ -459,7 +452,7 @@ def test_a_run_whose_workers_all_died_resumes_on_its_own_jobs(db_url: str) -> No
         # a statement a worker sent just before its kill may still begin (and renew the run's
         # heartbeat) on a busy machine: wait until its backends are gone
         wait_for(lambda: _other_backends(db_url) == 0, 60, "the workers' backends to end")
-        waiting = _task_jobs(db_url)
+        waiting = task_jobs(db_url)
         time.sleep(1.5)  # the heartbeat ages: the stall itself, not a wait for an event
         sweeps = _sweep(db_url, stale_after=1.0)
         assert (sweeps.stalled_runs, sweeps.requeued, sweeps.released, sweeps.queued) == (
@@ -468,14 +461,14 @@ def test_a_run_whose_workers_all_died_resumes_on_its_own_jobs(db_url: str) -> No
             0,
             0,
         )
-        assert _task_jobs(db_url) == waiting  # no job added, none touched
+        assert task_jobs(db_url) == waiting  # no job added, none touched
         with credential(crm.api_key), engine_worker(db_url):
             final = wait_finished(db_url, run_id, timeout=120)
         truth = crm.truth()
     assert final["state"] == "succeeded", final["error"]
     check_against_truth(db_url, truth, kinds=("organizations",))
     tasks = _task_rows(db_url)
-    assert len(_task_jobs(db_url)) == len(tasks)  # one job per task: none enqueued twice
+    assert len(task_jobs(db_url)) == len(tasks)  # one job per task: none enqueued twice
 
 
 def test_one_task_handed_to_two_jobs_runs_once(db_url: str) -> None:
@@ -489,7 +482,7 @@ def test_one_task_handed_to_two_jobs_runs_once(db_url: str) -> None:
         truth = crm.truth()
     assert final["state"] == "succeeded", final["error"]
     check_against_truth(db_url, truth, kinds=("organizations",))
-    jobs = _task_jobs(db_url)
+    jobs = task_jobs(db_url)
     for task in _task_rows(db_url):
         mine = [j for j in jobs if j["args"][0] == task["id"]]
         assert task["attempts"] == 1 and task["job_id"] in {j["id"] for j in mine}
@@ -515,7 +508,7 @@ def test_a_phase_0_task_that_fails_for_good_holds_the_barrier_and_its_retry_fini
             _died(crashing_worker(db_url, crm.api_key, "walk:organizations:0", "migrations:1"))
         with credential(crm.api_key), engine_worker(db_url):
             wait_for(lambda: _stripe_done(db_url), 60, "stripe organizations:100 to end")
-            wait_for(lambda: _task_jobs(db_url)[0]["status"] == "failed", 30, "ProcessDied")
+            wait_for(lambda: task_jobs(db_url)[0]["status"] == "failed", 30, "ProcessDied")
             sweeps = _sweep(db_url)  # the task whose job died twice fails, and its run
             assert (sweeps.failed_tasks, sweeps.failed_runs) == (1, 1)
             failed = state(db_url, run_id)

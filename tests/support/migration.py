@@ -108,6 +108,15 @@ def ready_task_jobs(db_url: str) -> int:
     )
 
 
+def task_jobs(db_url: str) -> list[dict[str, Any]]:
+    """The task jobs, oldest first: id, status, attempts, run_at, last_error, args."""
+    with connect.connect(db_url) as conn:
+        return conn.execute(
+            "SELECT id, status, attempts, run_at, last_error, args FROM ferryman_jobs"
+            " WHERE name = 'ferryman.task' ORDER BY id"
+        ).fetchall()
+
+
 def wait_finished(db_url: str, run_id: int, timeout: float = 120) -> dict[str, Any]:
     wait_for(
         lambda: state(db_url, run_id)["state"] != "running", timeout, f"run {run_id}", interval=0.1
