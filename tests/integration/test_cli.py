@@ -101,6 +101,20 @@ def test_bad_configuration_exits_2_with_the_message_and_no_secret(db_url: str) -
         assert "s3cret-pw" not in result.stderr + result.stdout
 
 
+def test_a_commands_refusal_is_text_for_its_user_and_a_services_is_a_log_line(
+    db_url: str, tmp_path: pathlib.Path
+) -> None:
+    bad = tmp_path / "provider.yaml"
+    bad.write_text("name: x\n")
+    check = ferryman(db_url, "provider", "check", str(bad))  # stderr is a pipe, not a terminal
+    assert check.returncode == 2
+    assert check.stderr.startswith("ferryman: ") and "metadata: required" in check.stderr
+    assert '"level"' not in check.stderr
+    service = ferryman(db_url, "worker", "--lanes", "migrations:0")
+    assert service.returncode == 2
+    assert '"level": "ERROR"' in service.stderr and "needs at least 1" in service.stderr
+
+
 def test_reap_prunes_finished_jobs_past_the_retention(
     conn: connect.Connection, db_url: str
 ) -> None:

@@ -7,7 +7,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ferryman_worker import __version__, logs, providertool
 from ferryman_worker.errors import FerrymanError
@@ -409,6 +409,11 @@ def _add_jobs(commands: Any) -> None:
     jobs.set_defaults(handler=cmd_jobs, ids=[], all=False, limit=50)
 
 
+SERVICES: Final = frozenset({"worker", "reap", "db"})
+"""The sub-commands that run as services (a Deployment, the reaper CronJob, the migration Job):
+their refusals are log lines in the log format; every other command answers a person in text."""
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
@@ -453,12 +458,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Handler = args.handler
         return handler(args, settings)
     except FerrymanError as exc:
-        _refuse(exc, fmt)
+        _refuse(exc, fmt if args.command in SERVICES else "text")
         return 2
 
 
 def _refuse(exc: FerrymanError, fmt: logs.Format) -> None:
-    """Bad input: one line naming the field and the fix (a JSON object in ``json``)."""
+    """Bad input: the field and the fix, as plain text for a person; a service (whose stderr is
+    a pod's log) writes it as one JSON object in ``json``."""
     if fmt == "json":
         log.error("%s", exc)
     else:
