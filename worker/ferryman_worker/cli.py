@@ -148,8 +148,10 @@ def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
-    from ferryman_worker.db import connect, migrate
+    from ferryman_worker.db import connect, migrate, shell
 
+    if args.db_command == "shell":
+        return shell.run(database_url(settings), args.psql_args)
     with connect.connect(database_url(settings)) as conn:
         if args.db_command == "migrate":
             applied = migrate.migrate(conn)
@@ -325,10 +327,15 @@ def _add_worker(commands: Any) -> None:
 
 
 def _add_db(commands: Any) -> None:
-    db = commands.add_parser("db", help="schema migrations")
+    db = commands.add_parser("db", help="schema migrations, and psql on the database")
     sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     sub.add_parser("migrate", help="apply pending migrations (safe to run concurrently)")
     sub.add_parser("status", help="list migrations and when they were applied")
+    shell = sub.add_parser(
+        "shell",
+        help="psql on ferryman's database (the embedded one too); arguments after -- go to psql",
+    )
+    shell.add_argument("psql_args", nargs=argparse.REMAINDER, help="e.g. -- -f schema.sql")
     db.set_defaults(handler=cmd_db)
 
 
@@ -409,9 +416,13 @@ def _add_jobs(commands: Any) -> None:
     jobs.set_defaults(handler=cmd_jobs, ids=[], all=False, limit=50)
 
 
-SERVICES: Final = frozenset({"worker", "reap", "db"})
+SERVICES: Final = frozenset({("worker", None), ("reap", None), ("db", "migrate")})
 """The sub-commands that run as services (a Deployment, the reaper CronJob, the migration Job):
 their refusals are log lines in the log format; every other command answers a person in text."""
+
+
+def _is_service(args: argparse.Namespace) -> bool:
+    return (args.command, getattr(args, "db_command", None)) in SERVICES
 
 
 def _positive(text: str) -> int:
@@ -458,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler: Handler = args.handler
         return handler(args, settings)
     except FerrymanError as exc:
-        _refuse(exc, fmt if args.command in SERVICES else "text")
+        _refuse(exc, fmt if _is_service(args) else "text")
         return 2
 
 
