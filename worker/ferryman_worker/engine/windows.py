@@ -211,8 +211,12 @@ def _as_is(payload: Any) -> Any:
     return payload
 
 
-def _source_id(record: dict[str, Any] | BaseModel) -> str | None:
-    value = getattr(record, "id", None) if isinstance(record, BaseModel) else record.get("id")
+def _source_id(record: Any) -> str | None:
+    """The record's id, when it has one (a listing's item may not even be an object)."""
+    if isinstance(record, BaseModel):
+        value = getattr(record, "id", None)
+    else:
+        value = record.get("id") if isinstance(record, dict) else None
     return None if value is None else str(value)
 
 

@@ -444,7 +444,8 @@ class KindSpec(_Spec):
     """The first page's request (the pagination adds its parameters)."""
 
     records: str = ""
-    """Body path of the page's records ("" : the body is the list)."""
+    """Body path of the page's records ("" : the body is the list). A list of ids (strings or
+    whole numbers, e.g. Matrix's joined_rooms) gives records holding only the kind's id field."""
 
     pagination: Paging = Field(default_factory=lambda: SinglePaging(style="single"))
     """How pages follow each other and when the listing ends (default: one page)."""
