@@ -388,6 +388,23 @@ def test_a_plaintext_credential_in_extra_env_is_refused(controlplane: Any) -> No
     assert "extraEnv" in error
 
 
+def test_the_workers_take_only_sealed_credentials_and_extra_env_cannot_change_it(
+    controlplane: Any, render: Callable[..., list[dict[str, Any]]]
+) -> None:
+    [worker] = only(render(), "Deployment", "fm-ferryman-worker")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert env_of(worker)["FERRYMAN_LOCAL_CREDENTIALS"] == "false"
+    error = refusal(
+        controlplane,
+        "--set",
+        "extraEnv[0].name=FERRYMAN_LOCAL_CREDENTIALS",
+        "--set",
+        "extraEnv[0].value=true",
+    )
+    assert "extraEnv" in error
+
+
 def test_the_workers_have_no_api_rights_and_no_token(
     render: Callable[..., list[dict[str, Any]]],
 ) -> None:

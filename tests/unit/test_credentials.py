@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import pathlib
 import urllib.parse
 
 import httpx
@@ -15,11 +16,12 @@ from ferryman_worker.engine.credentials import (
     HostNotBound,
     Sealer,
     host_matches,
+    local_file,
     parse_hosts,
     redact,
 )
 from ferryman_worker.engine.runtime import credential_env_var
-from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.errors import ConfigurationError, CredentialRefused
 from ferryman_worker.providers import AuthStyle, OAuth2
 
 
@@ -155,3 +157,36 @@ def test_a_query_key_is_taken_out_of_the_urls_httpx_logs(
     assert logged and all("people?limit=5&api_key=*** " in line for line in logged), logged
     encoded = {key, urllib.parse.quote(key, ""), urllib.parse.quote_plus(key, "")}
     assert not any(form in line for form in encoded for line in logged)
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "field"),
+    [
+        ("/etc", "passwd", "name"),
+        ("../outside", "token", "name"),
+        ("..", "token", "name"),
+        ("crm/sub", "token", "name"),
+        ("crm", "..", "key"),
+        ("crm", "../../etc/passwd", "key"),
+        ("crm", "/etc/passwd", "key"),
+    ],
+)
+def test_a_credential_file_outside_its_folder_is_refused_naming_the_field(
+    tmp_path: pathlib.Path, name: str, key: str, field: str
+) -> None:
+    with pytest.raises(CredentialRefused) as caught:
+        local_file(tmp_path, name, key)
+    assert f"spec.source.credentialsSecretRef.{field} must be a Secret's" in str(caught.value)
+
+
+def test_a_symbolic_link_out_of_the_folder_is_refused(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "outside").write_text("not a credential")
+    (tmp_path / "credentials" / "crm").mkdir(parents=True)
+    (tmp_path / "credentials" / "crm" / "token").symlink_to(tmp_path / "outside")
+    with pytest.raises(CredentialRefused, match="leads out of the credentials folder"):
+        local_file(tmp_path / "credentials", "crm", "token")
+
+
+def test_a_credential_file_inside_its_folder_is_found(tmp_path: pathlib.Path) -> None:
+    found = local_file(tmp_path, "crm.tokens", "api_key")
+    assert found == tmp_path.resolve() / "crm.tokens" / "api_key"

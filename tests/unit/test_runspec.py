@@ -219,6 +219,14 @@ def test_options_out_of_bounds_are_refused(field: str, value: int, message: str)
             "spec.source.credentialsSecretRef.key: must be a Secret key",
         ),
         (
+            {"spec__source__credentialsSecretRef__key": ".."},
+            "spec.source.credentialsSecretRef.key: must be a Secret's key, not '.' or '..'",
+        ),
+        (
+            {"spec__source__credentialsSecretRef__name": "../outside"},
+            "spec.source.credentialsSecretRef.name: must be a DNS-1123 subdomain",
+        ),
+        (
             {"spec__source__rateLimit": {"tokensPerSecond": 0, "burst": 1}},
             "spec.source.rateLimit.tokensPerSecond: must be greater than 0; got 0",
         ),

@@ -130,6 +130,12 @@ class Settings(BaseSettings):
     environment variable ``FERRYMAN_CREDENTIAL_<NAME>__<KEY>`` wins over a file. A run the
     operator admitted uses only the credential sealed for it in the database."""
 
+    local_credentials: bool = True
+    """Whether a run whose credential reference names no namespace (a run of ``ferryman run``)
+    may take its credential from ``credentials_dir`` or the environment. Off on Kubernetes (the
+    chart sets ``false``): there every credential comes sealed in the database at admission, and
+    a run row without one is refused instead of reading a local file."""
+
     sealing_key_file: str = "/var/run/secrets/ferryman-sealing/key"
     """File holding the installation's Fernet key, with which the operator seals each run's
     credential into the database and workers open it (the chart mounts it from a Secret)."""

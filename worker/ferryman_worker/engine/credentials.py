@@ -19,13 +19,14 @@ import dataclasses
 import hashlib
 import json
 import pathlib
+import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import httpx
 
-from ferryman_worker.errors import ConfigurationError, FerrymanError
+from ferryman_worker.errors import ConfigurationError, CredentialRefused, FerrymanError
 
 HOSTS_ANNOTATION = "ferryman.dev/hosts"
 """The Secret annotation that binds its credential to hosts: comma-separated patterns, each a
@@ -36,6 +37,12 @@ TOKEN_HOST_FIELD = "spec.source.credentialsSecretRef.tokenHost"
 """Where a run of ``ferryman run`` binds its credential to a second host."""
 
 REDACTED = "***"
+
+SECRET_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+"""A Secret's name (a DNS-1123 subdomain): no ``/``, never ``.`` or ``..``."""
+
+SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+"""A key of a Secret (``.`` and ``..`` are refused apart): no ``/``."""
 
 
 class HostNotBound(FerrymanError):
@@ -138,6 +145,34 @@ def url_host(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return f"{(parts.hostname or '').lower()}:{port}"
+
+
+def local_file(folder: pathlib.Path, name: str, key: str) -> pathlib.Path:
+    """The file ``<folder>/<name>/<key>`` of a ``ferryman run`` credential, which never leaves
+    ``folder``: ``name`` must be a Secret's name and ``key`` a Secret's key (no ``/``, no
+    ``..``, not absolute), and the resolved file (symbolic links followed) must lie inside
+    the resolved folder. CredentialRefused names the field and the rule, never the file's
+    content."""
+    if not SECRET_NAME.fullmatch(name):
+        raise CredentialRefused(
+            "spec.source.credentialsSecretRef.name must be a Secret's name (lower-case letters,"
+            " digits, '-' and '.'; no '/', no '..'): a credential file is read only from inside"
+            " the credentials folder (FERRYMAN_CREDENTIALS_DIR)"
+        )
+    if not SECRET_KEY.fullmatch(key) or key in (".", ".."):
+        raise CredentialRefused(
+            "spec.source.credentialsSecretRef.key must be a Secret's key (letters, digits, '-',"
+            " '_' and '.'; no '/', not '.' or '..'): a credential file is read only from inside"
+            " the credentials folder (FERRYMAN_CREDENTIALS_DIR)"
+        )
+    root = folder.resolve()
+    path = (root / name / key).resolve()
+    if not path.is_relative_to(root):
+        raise CredentialRefused(
+            f"the credential file of Secret {name!r} key {key!r} leads out of the credentials "
+            f"folder {root} (a symbolic link): put the file itself in {root / name}"
+        )
+    return path
 
 
 def fingerprint(values: Mapping[str, str], hosts: Iterable[str] = ()) -> str:

@@ -87,6 +87,14 @@ def _check_host(host: str) -> str:
     return host.lower()
 
 
+def _check_secret_key(key: str) -> str:
+    """A Secret's key is never ``.`` or ``..`` (Kubernetes refuses them too): locally it is a
+    file's name in the credentials folder."""
+    if key in (".", ".."):
+        raise PydanticCustomError("secret_key", "must be a Secret's key, not '.' or '..'")
+    return key
+
+
 def _cel(rule: str, message: str, reason: str | None = None) -> dict[str, str]:
     """A CEL rule of the CRD's schema (``x-kubernetes-validations``): the API server refuses a
     value for which it is false, with ``message`` after the field's path."""
@@ -149,7 +157,20 @@ class SecretKeyRef(_Model):
     name: DnsSubdomain
     """Name of the Secret, in the MigrationRun's namespace."""
 
-    key: Annotated[str, Field(min_length=1, max_length=253, pattern=SECRET_KEY)] = "token"
+    key: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=253,
+            pattern=SECRET_KEY,
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    _cel("self != '.' && self != '..'", "must be a Secret's key, not '.' or '..'")
+                ]
+            },
+        ),
+        AfterValidator(_check_secret_key),
+    ] = "token"
     """Key of the Secret whose value is the source credential."""
 
     token_host: Annotated[str, Field(max_length=259), AfterValidator(_check_host)] | None = None
