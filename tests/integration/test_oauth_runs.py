@@ -124,8 +124,9 @@ def test_a_run_that_binds_its_credential_to_the_login_host_gets_its_tokens_there
     tmp_path: pathlib.Path, db_url: str
 ) -> None:
     with _oauth_crm(seed=3, organizations=60, people=30, deals=10) as crm:
-        login = crm.url.replace("127.0.0.1", "localhost") + "/oauth/token"
-        run = _run_file(tmp_path, crm.url, token_host="localhost")
+        login_host = crm.url.replace("127.0.0.1", "localhost")  # a binding is scheme, host, port
+        login = login_host + "/oauth/token"
+        run = _run_file(tmp_path, crm.url, token_host=login_host)
         proc = _ferryman(run, _provider(tmp_path, login), db_url)
         out, err = proc.communicate(timeout=120)
         stats, truth = _oauth(crm), crm.truth()
@@ -138,7 +139,10 @@ def test_a_run_that_binds_its_credential_to_the_login_host_gets_its_tokens_there
 
 @pytest.mark.parametrize(
     ("token_host", "bound"),
-    [(None, "127.0.0.1:{port}"), ("login.example.com", "127.0.0.1:{port}, login.example.com")],
+    [
+        (None, "http://127.0.0.1:{port}"),
+        ("login.example.com", "http://127.0.0.1:{port}, login.example.com"),
+    ],
 )
 def test_a_token_url_on_a_host_the_credential_is_not_bound_to_is_refused_before_anything(
     tmp_path: pathlib.Path, db_url: str, token_host: str | None, bound: str
@@ -152,10 +156,10 @@ def test_a_token_url_on_a_host_the_credential_is_not_bound_to_is_refused_before_
     port = crm.url.rsplit(":", 1)[1]
     assert proc.returncode == 2, err
     assert (
-        f"spec.auth.oauth2.tokenUrl: localhost:{port} is not a host the source credential is"
+        f"spec.auth.oauth2.tokenUrl: http://localhost:{port} is not a host the source credential is"
         f" bound to ({bound.format(port=port)}): correct the provider's tokenUrl, or bind the"
         f" credential to that host too: set spec.source.credentialsSecretRef.tokenHost:"
-        f" localhost:{port} in the run file"
+        f" http://localhost:{port} in the run file"
     ) in " ".join(err.split())
     assert "ferryman.dev/hosts" not in err
     assert stats["refresh_token"] == 0 and stats["client_credentials"] == 0  # nothing was sent

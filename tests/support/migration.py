@@ -4,6 +4,7 @@ check of a destination against the demo CRM's ground truth."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import pathlib
@@ -16,6 +17,7 @@ from ferryman_worker import contract
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
 from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
+from ferryman_worker.engine.credentials import Credential, Sealer
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime, credential_env_var
 from ferryman_worker.queue.worker import Worker
 from ferryman_worker.runspec import RunOptions
@@ -56,6 +58,20 @@ def request(
         kinds=kinds or [],
         options=options(**option_changes),
         provider_definition=provider_definition,
+    )
+
+
+def sealed(
+    plain: runs.RunRequest, key_file: pathlib.Path, credential: Credential
+) -> runs.RunRequest:
+    """``plain`` as a run of namespace tenant-a the operator admitted: its credential (a
+    Secret ``crm`` there) sealed with the key in ``key_file``."""
+    return dataclasses.replace(
+        plain,
+        name="tenant-a/run-1",
+        credential={"name": "crm", "key": "token", "namespace": "tenant-a"},
+        namespace="tenant-a",
+        sealed=runs.Sealed(credential.hosts, Sealer(key_file.read_bytes()).seal(credential)),
     )
 
 

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pydantic_core
 
-from ferryman_worker.engine import ratelimit
-from ferryman_worker.engine.credentials import HostNotBound, redact
+from ferryman_worker.engine import credentials, ratelimit
+from ferryman_worker.engine.credentials import RequestRefused, redact
 from ferryman_worker.errors import FerrymanError
 from ferryman_worker.providers import Reply, Request, ResponsePolicy
 
@@ -96,8 +96,15 @@ class SourceClient:
             timeout=httpx.Timeout(self.timeout, connect=5.0),
             limits=httpx.Limits(max_connections=32, max_keepalive_connections=32),
             follow_redirects=False,
-            event_hooks={"request": [self.guard]} if self.guard else {},
+            event_hooks={"request": [self._within_base, *([self.guard] if self.guard else [])]},
         )
+        self._base = httpx.URL(self.base_url)
+
+    def _within_base(self, request: httpx.Request) -> None:
+        """A request hook: OutsideBase unless the request stays on the base URL's scheme, host
+        and port, below its path, with no dot segment (``..``, also percent-encoded)."""
+        if not credentials.within_base(self._base, request.url):
+            raise credentials.OutsideBase(str(request.url), self.base_url)
 
     def call(self, request: Request, policy: ResponsePolicy = DEFAULT_POLICY) -> Reply:
         """One call, its body decoded; SourceError (RateLimited) as ``policy`` says. No retry."""
@@ -110,7 +117,7 @@ class SourceClient:
                 headers=dict(request.headers) or None,
                 json=request.json,
             )
-        except HostNotBound as exc:
+        except RequestRefused as exc:
             raise SourceError(f"{what}: {exc}", retryable=False) from None
         except httpx.TimeoutException:
             raise SourceTimeout(f"{what} timed out after {self.timeout:g}s") from None
