@@ -395,6 +395,8 @@ def test_the_workers_take_only_sealed_credentials_and_extra_env_cannot_change_it
         "containers"
     ]
     assert env_of(worker)["FERRYMAN_LOCAL_CREDENTIALS"] == "false"
+    assert env_of(worker)["FERRYMAN_SOURCE_MAX_RESPONSE_BYTES"] == str(64 * 2**20)
+    assert env_of(worker)["FERRYMAN_SOURCE_TIMEOUT"] == "30"
     error = refusal(
         controlplane,
         "--set",

@@ -92,6 +92,7 @@ def engine_worker(db_url: str, lanes: str = "migrations:4", **settings: Any) -> 
         source_timeout=config.source_timeout,
         sealing_key_file=config.sealing_key_file,
         database_url=db_url,
+        max_response_bytes=config.source_max_response_bytes,
     )
     worker = Worker(config, db_url, resources={RESOURCE: runtime})
     worker.start()

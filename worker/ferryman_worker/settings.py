@@ -141,7 +141,12 @@ class Settings(BaseSettings):
     credential into the database and workers open it (the chart mounts it from a Secret)."""
 
     source_timeout: float = Field(default=30.0, gt=0)
-    """Seconds a call to the source API may take before it counts as failed (and is retried)."""
+    """Seconds a call to the source API may take in all (connecting, headers and body, however
+    slowly they arrive) before it counts as failed (and is retried)."""
+
+    source_max_response_bytes: int = Field(default=64 * 2**20, ge=1024)
+    """Largest answer (decoded) the worker reads from a source API, in bytes (default 64 MiB);
+    a larger one is dropped as it streams in and fails its task (smaller pages fix it)."""
 
     sync_windows: bool = False
     """Wait for each window's commit to reach disk (synchronous_commit on). Off by default: a

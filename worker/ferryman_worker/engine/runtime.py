@@ -25,7 +25,7 @@ from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine import auth
 from ferryman_worker.engine.credentials import Credential, Sealer, local_file, url_host
 from ferryman_worker.engine.ratelimit import Budget, Budgets, credential_key
-from ferryman_worker.engine.source import SourceClient
+from ferryman_worker.engine.source import MAX_RESPONSE_BYTES, SourceClient
 from ferryman_worker.errors import ConfigurationError, CredentialRefused
 from ferryman_worker.providers import AuthStyle
 
@@ -58,6 +58,7 @@ class EngineRuntime:
         sealing_key_file: str | None = None,
         database_url: str | None = None,
         local_credentials: bool = True,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.database_url = database_url
         """Where an OAuth2 refresh-token grant keeps its tokens (the run's database)."""
@@ -65,6 +66,7 @@ class EngineRuntime:
         self.local_credentials = local_credentials
         """False on a worker serving the operator's runs: a credential comes only sealed."""
         self.source_timeout = source_timeout
+        self.max_response_bytes = max_response_bytes
         self.sync_windows = sync_windows
         self.sealing_key_file = sealing_key_file or SEALING_KEY_FILE
         self.budgets = Budgets()
@@ -140,6 +142,7 @@ class EngineRuntime:
                     self.source_timeout,
                     guard=credential.guard,
                     secrets=credential.secrets,
+                    max_response_bytes=self.max_response_bytes,
                 )
                 self._observe_quota(client, credential_key(base_url, credential.id))
                 self._clients[key] = client
