@@ -6,6 +6,7 @@ which the credential reaches only when the run binds it there (``tokenHost``).""
 from __future__ import annotations
 
 import pathlib
+import re
 import subprocess
 import sys
 from typing import Any
@@ -14,6 +15,7 @@ import httpx
 import psycopg
 import pytest
 import yaml
+from psycopg import sql
 from runfiles import command_env, run_file
 from tests.democrm.server_fixture import DemoCRM
 from workers import scalar, wait_for
@@ -118,6 +120,27 @@ def test_a_run_rotates_its_refresh_token_mid_run_and_writes_every_row(
     assert token is not None and token["rotations"] == 2 and token["refresh_token"] != FIRST
     for secret in (FIRST, CLIENT["client_secret"], token["refresh_token"], token["access_token"]):
         assert secret not in out + err
+    assert _tokens_in_clear(db_url) == []  # the row holds them sealed
+
+
+TOKEN = re.compile(r'"(?:at|rt)-[A-Za-z0-9_-]{16,}"')
+"""A token of the demo CRM's (``at-``/``rt-`` and its random part) as a whole JSON string."""
+
+
+def _tokens_in_clear(db_url: str) -> list[str]:
+    """Every token of the demo CRM's found in clear in any table of the database."""
+    found: list[str] = []
+    with connect.connect(db_url) as conn:
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        ).fetchall()
+        for table in tables:
+            query = sql.SQL("SELECT row_to_json(t)::text AS row FROM {} t").format(
+                sql.Identifier(table["tablename"])
+            )
+            for row in conn.execute(query):
+                found += [f"{table['tablename']}: {hit}" for hit in TOKEN.findall(row["row"])]
+    return found
 
 
 def test_a_run_that_binds_its_credential_to_the_login_host_gets_its_tokens_there(

@@ -15,6 +15,7 @@ host the credential is not bound to is refused before a byte leaves the worker.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -289,6 +290,18 @@ class Sealer:
             ) from None
 
     @classmethod
+    def derived(cls, secrets: Iterable[str], context: str) -> Sealer:
+        """A sealer whose key is derived (HKDF-SHA256) from ``secrets`` for ``context``: what
+        opens only for whoever holds those secrets (a credential's own values), with no key of
+        the installation's needed."""
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+        material = json.dumps(list(secrets)).encode()
+        derive = HKDF(hashes.SHA256(), 32, salt=None, info=f"ferryman:{context}".encode())
+        return cls(base64.urlsafe_b64encode(derive.derive(material)))
+
+    @classmethod
     def from_file(cls, path: str | pathlib.Path) -> Sealer:
         file = pathlib.Path(path)
         if not file.is_file():
@@ -305,6 +318,21 @@ class Sealer:
             "allowed": list(credential.allowed),
         }
         return self._fernet.encrypt(json.dumps(document).encode())
+
+    def seal_text(self, text: str) -> str:
+        return self._fernet.encrypt(text.encode()).decode()
+
+    def open_text(self, sealed: str) -> str:
+        """``sealed`` opened; ConfigurationError when it was sealed with another key."""
+        from cryptography.fernet import InvalidToken
+
+        try:
+            return self._fernet.decrypt(sealed.encode()).decode()
+        except InvalidToken:
+            raise ConfigurationError(
+                "a sealed token does not open with its credential's key: the credential's "
+                "Secret changed; the token is taken again from the Secret"
+            ) from None
 
     def unseal(self, blob: bytes) -> Credential:
         from cryptography.fernet import InvalidToken
