@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Iterable
 
 from ferryman_operator.kube import Kube
 from ferryman_operator.reconcile.status import Refusal
@@ -20,9 +21,11 @@ RETRY = "then retry the run (annotate it ferryman.dev/retry=<any new value>)"
 class Credentials:
     """Reads, checks and seals runs' credentials; the sealing key is read on first use."""
 
-    def __init__(self, kube: Kube, sealing_key_file: str) -> None:
+    def __init__(self, kube: Kube, sealing_key_file: str, protected: Iterable[str] = ()) -> None:
         self._kube = kube
         self._key_file = sealing_key_file
+        self._protected = frozenset(protected)
+        """The installation's own Secrets (``namespace/name``): never a run's credential."""
         self._sealer: contract.Sealer | None = None
 
     async def seal(
@@ -39,6 +42,13 @@ class Credentials:
         namespace = str(run.metadata.namespace)
         ref = run.spec.source.credentials_secret_ref
         where = f"Secret {ref.name!r} in namespace {namespace!r}"
+        if f"{namespace}/{ref.name}" in self._protected:
+            return Refusal(
+                "CredentialForbidden",
+                f"spec.source.credentialsSecretRef: {where} is one of the installation's own "
+                "(its database URL or its sealing key), never a run's credential: name the "
+                f"Secret of the source's credential, {RETRY}",
+            )
         try:
             found = await self._kube.secret(namespace, ref.name)
         except PermissionError:

@@ -397,6 +397,11 @@ def test_the_workers_take_only_sealed_credentials_and_extra_env_cannot_change_it
     assert env_of(worker)["FERRYMAN_LOCAL_CREDENTIALS"] == "false"
     assert env_of(worker)["FERRYMAN_SOURCE_MAX_RESPONSE_BYTES"] == str(64 * 2**20)
     assert env_of(worker)["FERRYMAN_SOURCE_TIMEOUT"] == "30"
+    [operator] = only(render(), "Deployment", "fm-ferryman-operator")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    protected = env_of(operator)["FERRYMAN_OPERATOR_PROTECTED_SECRETS"].split(",")
+    assert protected == ["ns1/ferryman-database", "ns1/fm-ferryman-sealing-key"]
     error = refusal(
         controlplane,
         "--set",

@@ -276,3 +276,28 @@ def test_a_token_url_is_held_to_the_secrets_binding_and_the_allow_list_like_the_
     with contract.connect(db_url) as conn:
         names = sorted(p.name for p in contract.progress(conn))
     assert names == [f"{world.namespace}/login"]  # the others were never admitted
+
+
+def test_a_run_naming_the_installations_own_secret_is_refused_and_nothing_is_sent(
+    world: Bench,
+) -> None:
+    """The chart's database Secret lives in the release's namespace, which the operator's
+    cluster-wide grant covers; a run there naming it (bound to the intruder's listener, as whoever
+    may create Secrets' annotations there could) must not have it read and sent."""
+    database_url = "postgresql://ferryman:db-passw0rd@db.internal/ferryman"
+    with listening({"*": (200, {}, b'{"data": [], "more": false}')}) as trap:
+        world.secret(database_url, name="ferryman-database", hosts=trap.url)
+        own = f"{world.namespace}/ferryman-database,{world.namespace}/ferryman-sealing-key"
+        world.operator(FERRYMAN_OPERATOR_PROTECTED_SECRETS=own)
+        world.workers(1)
+        manifest = run_manifest("steal-db", trap.url)
+        manifest["spec"]["source"]["credentialsSecretRef"]["name"] = "ferryman-database"
+        world.apply(manifest)
+        refused = _refusal(world, "steal-db")
+    assert trap.received == []
+    assert refused["reason"] == "CredentialForbidden"
+    assert (
+        f"Secret 'ferryman-database' in namespace '{world.namespace}' is one of the"
+        in (refused["message"])
+    )
+    assert "db-passw0rd" not in json.dumps(world.get("steal-db"))
