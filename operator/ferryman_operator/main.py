@@ -78,7 +78,7 @@ async def _lead(
     lost (then the caller stands by for it again), False on a clean stop (SIGTERM)."""
     lease.lost = False
     stop = asyncio.Event()
-    credentials = Credentials(kube, settings.sealing_key_file)
+    credentials = Credentials(kube, settings.sealing_key_file, settings.protected_secrets)
     allowed = allowlist.parse(settings.allowed_source_urls)
     runs = Runs(db, kube, workers, seen, lease.holding, credentials, allowed)
     fleet = Fleet(runs, settings.status_interval, seen)

@@ -378,7 +378,8 @@ class Runs:
         refused = allowlist.refusal(source.base_url, self._allowed, token_url, source.provider)
         if refused is not None or self._credentials is None:
             return refused
-        return await self._credentials.seal(run, token_url)
+        allowed = tuple(pattern.text for pattern in self._allowed)
+        return await self._credentials.seal(run, token_url, allowed)
 
     async def _expire(
         self, body: Mapping[str, Any], new: Mapping[str, Any], now: datetime.datetime

@@ -98,7 +98,13 @@ class OperatorSettings(BaseSettings):
     token URL, matches none is refused at admission (``SourceNotAllowed``); empty: any URL
     (docs/security.md)."""
 
-    @field_validator("namespaces", "allowed_source_urls", mode="before")
+    protected_secrets: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """The installation's own Secrets as ``namespace/name`` (comma-separated in the
+    environment): the database URLs and the sealing key. A run whose credential reference
+    names one is refused (``CredentialForbidden``) before anything is read; the chart sets
+    them."""
+
+    @field_validator("namespaces", "allowed_source_urls", "protected_secrets", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):

@@ -243,7 +243,7 @@ class Bench:
         self,
         token: str,
         name: str = "democrm-token",
-        hosts: str | None = "127.0.0.1",
+        hosts: str | None = "http://127.0.0.1:*",
         namespace: str | None = None,
     ) -> None:
         """Create (or replace) the Secret in the run's namespace (or ``namespace``), bound to

@@ -388,6 +388,30 @@ def test_a_plaintext_credential_in_extra_env_is_refused(controlplane: Any) -> No
     assert "extraEnv" in error
 
 
+def test_the_workers_take_only_sealed_credentials_and_extra_env_cannot_change_it(
+    controlplane: Any, render: Callable[..., list[dict[str, Any]]]
+) -> None:
+    [worker] = only(render(), "Deployment", "fm-ferryman-worker")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert env_of(worker)["FERRYMAN_LOCAL_CREDENTIALS"] == "false"
+    assert env_of(worker)["FERRYMAN_SOURCE_MAX_RESPONSE_BYTES"] == str(64 * 2**20)
+    assert env_of(worker)["FERRYMAN_SOURCE_TIMEOUT"] == "30"
+    [operator] = only(render(), "Deployment", "fm-ferryman-operator")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    protected = env_of(operator)["FERRYMAN_OPERATOR_PROTECTED_SECRETS"].split(",")
+    assert protected == ["ns1/ferryman-database", "ns1/fm-ferryman-sealing-key"]
+    error = refusal(
+        controlplane,
+        "--set",
+        "extraEnv[0].name=FERRYMAN_LOCAL_CREDENTIALS",
+        "--set",
+        "extraEnv[0].value=true",
+    )
+    assert "extraEnv" in error
+
+
 def test_the_workers_have_no_api_rights_and_no_token(
     render: Callable[..., list[dict[str, Any]]],
 ) -> None:

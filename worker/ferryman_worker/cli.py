@@ -81,6 +81,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         settings.sync_windows,
         settings.sealing_key_file,
         database_url=url,
+        local_credentials=settings.local_credentials,
+        max_response_bytes=settings.source_max_response_bytes,
     )
     try:
         serving = worker.Worker(settings, url, resources={RESOURCE: runtime})

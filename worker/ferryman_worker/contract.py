@@ -17,8 +17,10 @@ from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.destinations import mapping as _mapping
 from ferryman_worker.destinations.mapping import Mapping as MappingSpec
+from ferryman_worker.engine import allowlist as _allowlist
 from ferryman_worker.engine import auth as _auth
 from ferryman_worker.engine import runs
+from ferryman_worker.engine.allowlist import Pattern as URLPattern
 from ferryman_worker.engine.credentials import (
     HOSTS_ANNOTATION,
     Credential,
@@ -45,6 +47,9 @@ from ferryman_worker.runspec import (
     parse_run,
 )
 
+parse_url_patterns = _allowlist.parse
+url_allowed = _allowlist.allowed
+
 __all__ = [
     "HOSTS_ANNOTATION",
     "OWN_CONNECTIONS",
@@ -66,6 +71,7 @@ __all__ = [
     "RunState",
     "Sealed",
     "Sealer",
+    "URLPattern",
     "WorkspaceOwned",
     "admit",
     "cancel",
@@ -84,6 +90,7 @@ __all__ = [
     "migrations_width",
     "parse_hosts",
     "parse_run",
+    "parse_url_patterns",
     "progress",
     "provider_definition",
     "provider_installed",
@@ -94,6 +101,7 @@ __all__ = [
     "run_key",
     "suspend",
     "token_url",
+    "url_allowed",
     "url_host",
     "worker_lanes",
     "worker_pool_size",

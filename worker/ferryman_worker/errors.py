@@ -6,7 +6,8 @@ Messages say what went wrong and what to do about it, and never contain a secret
     FerrymanError
     ├── ConfigurationError        bad settings, lanes, pool sizes: refused at start-up
     │   ├── RunSpecError          a MigrationRun document is invalid (every problem, one a line)
-    │   └── MappingInvalid        a run's mapping is invalid, or cannot write in this database
+    │   ├── MappingInvalid        a run's mapping is invalid, or cannot write in this database
+    │   └── CredentialRefused     a credential reference this worker will not read: run fails
     ├── DatabaseError             PostgreSQL unreachable or refused a statement (wraps psycopg)
     │   ├── MigrationError        a schema migration failed or the schema is out of date
     │   └── SeedingRefused        the barrier's seeding of a phase was refused for good
@@ -39,6 +40,12 @@ class RunSpecError(ConfigurationError):
 class MappingInvalid(ConfigurationError):
     """A run's mapping does not validate, does not fit its provider, or cannot write in this
     database (the catalog's answer): every problem, one a line, naming the field and the fix."""
+
+
+class CredentialRefused(ConfigurationError):
+    """A run's credential reference this worker refuses to read: a local file outside the
+    credentials folder, or any local credential on a worker that takes only sealed ones.
+    Trying the task again cannot mend it: its run fails at once."""
 
 
 class DatabaseError(FerrymanError):

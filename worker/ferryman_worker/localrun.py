@@ -61,7 +61,10 @@ def run_file(
     width = lane_width(settings)
     mapping = mapping_file(path, spec)
     runtime = EngineRuntime(
-        settings.credentials_dir, settings.source_timeout, settings.sync_windows
+        settings.credentials_dir,
+        settings.source_timeout,
+        settings.sync_windows,
+        max_response_bytes=settings.source_max_response_bytes,
     )
     request = contract.request_for(spec, width, mapping)
     style = providers.resolve(spec.spec.source.provider, definition).auth

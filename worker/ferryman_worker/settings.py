@@ -130,12 +130,23 @@ class Settings(BaseSettings):
     environment variable ``FERRYMAN_CREDENTIAL_<NAME>__<KEY>`` wins over a file. A run the
     operator admitted uses only the credential sealed for it in the database."""
 
+    local_credentials: bool = True
+    """Whether a run whose credential reference names no namespace (a run of ``ferryman run``)
+    may take its credential from ``credentials_dir`` or the environment. Off on Kubernetes (the
+    chart sets ``false``): there every credential comes sealed in the database at admission, and
+    a run row without one is refused instead of reading a local file."""
+
     sealing_key_file: str = "/var/run/secrets/ferryman-sealing/key"
     """File holding the installation's Fernet key, with which the operator seals each run's
     credential into the database and workers open it (the chart mounts it from a Secret)."""
 
     source_timeout: float = Field(default=30.0, gt=0)
-    """Seconds a call to the source API may take before it counts as failed (and is retried)."""
+    """Seconds a call to the source API may take in all (connecting, headers and body, however
+    slowly they arrive) before it counts as failed (and is retried)."""
+
+    source_max_response_bytes: int = Field(default=64 * 2**20, ge=1024)
+    """Largest answer (decoded) the worker reads from a source API, in bytes (default 64 MiB);
+    a larger one is dropped as it streams in and fails its task (smaller pages fix it)."""
 
     sync_windows: bool = False
     """Wait for each window's commit to reach disk (synchronous_commit on). Off by default: a

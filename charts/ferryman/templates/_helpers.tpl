@@ -193,3 +193,16 @@ terminationMessagePolicy: FallbackToLogsOnError
 - name: tmp
   mountPath: /tmp
 {{- end }}
+
+{{/* The installation's own Secrets as namespace/name, comma-separated: the database URL's, the
+     roles' and the sealing key's. The operator refuses a run naming one as its credential. */}}
+{{- define "ferryman.protectedSecrets" -}}
+{{- $ns := .Release.Namespace }}
+{{- $names := list .Values.database.existingSecret (include "ferryman.sealingSecretName" .) }}
+{{- range $component, $name := .Values.database.roles }}
+{{- if $name }}{{- $names = append $names $name }}{{- end }}
+{{- end }}
+{{- $pairs := list }}
+{{- range $names | uniq }}{{- if . }}{{- $pairs = append $pairs (printf "%s/%s" $ns .) }}{{- end }}{{- end }}
+{{- join "," $pairs }}
+{{- end }}

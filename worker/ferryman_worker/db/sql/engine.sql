@@ -456,26 +456,26 @@ RETURNING name;
 -- The credential's token row, from the Secret's refresh token the first time, and again from it
 -- when the Secret holds another one (a user authorized again). Locks the row either way (until
 -- the transaction ends): a second worker waits here for the first one's refresh.
-INSERT INTO ferryman_oauth_tokens (credential, seed_sha256, refresh_token)
-VALUES (%(credential)s, %(seed_sha256)s, %(seed)s)
+-- %(seed)s comes sealed (with the credential's own key), like every token the row holds.
+INSERT INTO ferryman_oauth_tokens (credential, seed_sha256, refresh_token, sealed)
+VALUES (%(credential)s, %(seed_sha256)s, %(seed)s, true)
 ON CONFLICT (credential) DO UPDATE
    SET seed_sha256 = EXCLUDED.seed_sha256, refresh_token = EXCLUDED.refresh_token,
-       access_token = NULL, expires_at = NULL
+       access_token = NULL, expires_at = NULL, sealed = true
  WHERE ferryman_oauth_tokens.seed_sha256 <> EXCLUDED.seed_sha256;
 
 -- name: lock_oauth_token
--- The locked row; ``fresh``: its access token is not %(stale)s (the one a source refused) and
--- lives %(skew)s more seconds, so no refresh is needed.
-SELECT refresh_token, access_token,
-       access_token IS NOT NULL AND access_token IS DISTINCT FROM %(stale)s
-       AND expires_at > now() + make_interval(secs => %(skew)s) AS fresh,
-       greatest(0, extract(epoch FROM expires_at - now())) AS lives
+-- The locked row: its tokens (sealed unless ``sealed`` is false: a row from before tokens were
+-- sealed) and the seconds its access token still lives (0: none, or expired).
+SELECT refresh_token, access_token, sealed,
+       coalesce(greatest(0, extract(epoch FROM expires_at - now())), 0) AS lives
   FROM ferryman_oauth_tokens WHERE credential = %(credential)s FOR UPDATE;
 
 -- name: save_oauth_token
 -- The token endpoint's answer, committed before any worker uses it.
+-- Both tokens come sealed; %(rotated)s: the refresh token is a new one.
 UPDATE ferryman_oauth_tokens
-   SET access_token = %(access_token)s, refresh_token = %(refresh_token)s,
+   SET access_token = %(access_token)s, refresh_token = %(refresh_token)s, sealed = true,
        expires_at = now() + make_interval(secs => %(expires_in)s),
-       rotations = rotations + (refresh_token <> %(refresh_token)s)::int, refreshed_at = now()
+       rotations = rotations + %(rotated)s::int, refreshed_at = now()
  WHERE credential = %(credential)s;

@@ -624,7 +624,7 @@ BEGIN
 END
 $$;
 
--- ---- from migrations/0040_oauth_tokens.sql
+-- ---- from migrations/0040_oauth_tokens.sql (and its column sealed, 0080)
 -- OAuth2 tokens of source credentials whose refresh tokens rotate: the one copy of the current
 -- refresh token, shared by every worker. A refresh holds the credential's row lock from before
 -- the token endpoint is called until the rotated token is committed, so the fleet spends each
@@ -636,7 +636,10 @@ CREATE TABLE ferryman_oauth_tokens (
     access_token  text,
     expires_at    timestamptz,
     rotations     bigint      NOT NULL DEFAULT 0,
-    refreshed_at  timestamptz
+    refreshed_at  timestamptz,
+    -- (0080) both tokens are sealed with a key derived from the credential's own values; false
+    -- only on a row written before tokens were sealed, until its credential's next use
+    sealed        boolean     NOT NULL DEFAULT true
 );
 
 -- ---- from migrations/0050_source_versions.sql

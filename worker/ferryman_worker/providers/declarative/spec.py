@@ -205,7 +205,8 @@ class StopSpec(_Spec):
     number and keyset, no otherwise."""
 
     max_pages: Annotated[int, Field(ge=0)] = 0
-    """At most this many pages (0: no maximum)."""
+    """At most this many pages: the listing ends there. 0: no declared maximum, and a listing
+    past 100,000 pages fails its task, naming this field."""
 
 
 class _Paging(_Spec):
