@@ -9,7 +9,7 @@ from typing import Any
 from runprogress import run_progress
 
 from ferryman_worker import console
-from ferryman_worker.contract import RunProgress, RunState
+from ferryman_worker.contract import KindVerdict, RunProgress, RunState
 
 NOW = datetime.datetime(2026, 1, 1, 12, tzinfo=datetime.UTC)
 
@@ -80,8 +80,22 @@ def test_the_summary_reports_active_seconds_and_rate() -> None:
         "TASKS",
         "SECONDS",
         "ROWS/S",
+        "VERDICT",
     ]
-    assert lines[2].split() == ["organizations", "900", "0", "0", "3", "3.0", "300"]
+    assert lines[2].split() == ["organizations", "900", "0", "0", "3", "3.0", "300", "-"]
+
+
+def test_the_summary_shows_each_kinds_verdict_and_a_kind_with_nothing_to_walk() -> None:
+    verdicts = (
+        KindVerdict("organizations", "reconciled", 900, 900, "listed 900, the source states 900"),
+        KindVerdict("messages", "unverified", None, None, "no parents were written"),
+    )
+    run = dataclasses.replace(_run(), verdicts=verdicts)
+    lines = console.summary(run, [_kind("organizations", 0, 3, 3, 900, 3.0)], NOW)
+    assert lines[2].split()[-1] == "reconciled"
+    assert lines[3].split() == ["messages", "0", "0", "0", "0", "0.0", "0", "unverified"]
+    assert "  organizations: reconciled: listed 900, the source states 900" in lines
+    assert "  messages: unverified: no parents were written" in lines
 
 
 def test_the_summary_points_at_the_row_errors_when_rows_were_not_written() -> None:

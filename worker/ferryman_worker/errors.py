@@ -7,6 +7,7 @@ Messages say what went wrong and what to do about it, and never contain a secret
     ├── ConfigurationError        bad settings, lanes, pool sizes: refused at start-up
     │   ├── RunSpecError          a MigrationRun document is invalid (every problem, one a line)
     │   └── MappingInvalid        a run's mapping is invalid, or cannot write in this database
+    ├── ListingShort              a listing ended short of the total its source states
     ├── DatabaseError             PostgreSQL unreachable or refused a statement (wraps psycopg)
     │   ├── MigrationError        a schema migration failed or the schema is out of date
     │   └── SeedingRefused        the barrier's seeding of a phase was refused for good
@@ -39,6 +40,12 @@ class RunSpecError(ConfigurationError):
 class MappingInvalid(ConfigurationError):
     """A run's mapping does not validate, does not fit its provider, or cannot write in this
     database (the catalog's answer): every problem, one a line, naming the field and the fix."""
+
+
+class ListingShort(FerrymanError):
+    """A listing ended short of the total its source states, by more than the drift of the
+    walk explains: the message names the kind, the counts, the rule that ended it and the
+    likely fix; trying again lists the same."""
 
 
 class DatabaseError(FerrymanError):
