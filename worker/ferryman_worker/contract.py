@@ -237,9 +237,10 @@ def request_for(
             ),
         },
         kinds=list(spec.kinds),
-        options=engine_options(
-            options, spec.effective_max_in_flight(lane_width), source.rate_limit
-        ),
+        options={
+            **engine_options(options, spec.effective_max_in_flight(lane_width), source.rate_limit),
+            "error_budget": spec.error_budget.model_dump(),
+        },
         mapping=mapping,
         namespace=namespace,
         sealed=sealed,

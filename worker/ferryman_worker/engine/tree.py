@@ -161,7 +161,8 @@ def _children_to_fetch(
     unless a delta wrote the parent: then all of them), and its malformed children."""
     listed = _list(scope, pool, parents)
     validated = [windows.validate(scope.kind, headers) for headers in listed]
-    valid_ids = [{str(getattr(model, "id", None)) for model in valid} for valid, _ in validated]
+    field = scope.kind.id
+    valid_ids = [{str(getattr(model, field, None)) for model in valid} for valid, _ in validated]
     written = {
         row["source_id"]
         for row in scope.conn.execute(
@@ -175,7 +176,7 @@ def _children_to_fetch(
     }
     renewed = delta.renewed_parents(scope.conn, scope.run, scope.kind, parents)
     return [
-        ([h for h in headers if str(h.get("id")) in (ids if p in renewed else ids - written)], bad)
+        ([h for h in headers if str(h.get(field)) in (ids if p in renewed else ids - written)], bad)
         for p, headers, ids, (_, bad) in zip(parents, listed, valid_ids, validated, strict=True)
     ]
 

@@ -75,7 +75,7 @@ def refusal(kind: str, row: Mapping[str, Any] | None, share: float) -> reconcile
     if not failed or failed <= share * seen:
         return None
     reasons = "; ".join(f"{r['n']:,} x {r['reason']}" for r in row["reasons"])
-    every = "every one" if failed == seen else f"{failed:,} of {seen:,}"
+    every = f"all {seen:,}" if failed == seen else f"{failed:,} of the {seen:,}"
     note = (
         f"{kind}: {every} of its records were refused, more than its error budget"
         f" ({share:.0%}) allows: {reasons} (`ferryman errors` lists them; fix the provider's"
