@@ -45,6 +45,12 @@ def test_a_page_kind_being_listed_has_no_eta_of_its_own() -> None:
     assert line.rstrip().endswith("listing")  # its last page is not known: no figure
 
 
+def test_a_page_kind_whose_source_states_its_total_shows_how_much_of_it_is_listed() -> None:
+    row = {**_kind("people", 1, 10, 4, 2000, 20.0), "stated_total": 9000, "listed": 2000}
+    (line,) = console.kind_lines([row], 1, NOW)
+    assert line.rstrip().endswith("listed 2,000 of 9,000")
+
+
 def test_a_later_phase_waits_and_a_finished_kind_is_done() -> None:
     later, finished = console.kind_lines(
         [_kind("deals", 2, 5, 0, 0, 0.0), _kind("organizations", 0, 3, 3, 900, 3.0)], 1, NOW

@@ -41,7 +41,7 @@ def kind_lines(
 ) -> list[str]:
     """One bar per kind: rows, tasks done/total, rate and ETA (a tree kind's from its tasks' own
     pace, over the time the kind was active: a suspension does not count; a page kind's listing
-    has no known length until its last page: ``listing``)."""
+    is as long as the total its source states, else unknown until its last page: ``listing``)."""
     lines = []
     for row in kinds:
         tasks, done = int(row["tasks"]), int(row["done"])
@@ -53,6 +53,8 @@ def kind_lines(
             left = "done"
         elif row["phase"] > open_phase:
             left = "waiting"
+        elif not row.get("tree") and row.get("stated_total") is not None:
+            left = f"listed {int(row['listed'] or 0):,} of {int(row['stated_total']):,}"
         elif not row.get("tree"):
             left = "listing"
         elif not done or not active:

@@ -337,7 +337,8 @@ SELECT t.run_id, t.kind, t.phase, count(*) AS tasks,
        sum(t.rows_written) AS written, sum(t.rows_skipped) AS skipped,
        sum(t.rows_failed) AS failed, min(t.claimed_at) AS first_claim,
        max(t.finished_at) AS last_finish, coalesce(max(a.seconds), 0) AS active_seconds,
-       bool_or(t.cursor ? 'parents') AS tree
+       bool_or(t.cursor ? 'parents') AS tree,
+       max(t.stated_total) AS stated_total, coalesce(sum(t.listed), 0) AS listed
   FROM ferryman_tasks t LEFT JOIN active a ON a.run_id = t.run_id AND a.kind = t.kind
  WHERE t.run_id = ANY(%(run_ids)s::bigint[])
  GROUP BY t.run_id, t.kind, t.phase ORDER BY t.run_id, t.phase, t.kind;
