@@ -284,8 +284,8 @@ def test_each_rule_names_its_path_and_the_fix(changes: dict[str, Any], expected:
         (
             {"spec__priority": 3},
             "spec.priority: unknown field; known fields here: "
-            "workspace, source, kinds, mapping, mode, options, suspend, ttlSecondsAfterFinished, "
-            "conflictPolicy",
+            "workspace, source, kinds, mapping, mode, options, errorBudget, suspend, "
+            "ttlSecondsAfterFinished, conflictPolicy",
         ),
         (
             {"specs": {}},
@@ -741,3 +741,20 @@ def test_the_operator_refuses_a_token_host_naming_the_secrets_annotation() -> No
         "login.example.com to its ferryman.dev/hosts annotation"
     )
     assert contract.local_binding_refused(runspec.parse_run(document())) is None
+
+
+def test_an_error_budget_is_a_share_for_the_run_and_for_each_kind() -> None:
+    run = runspec.parse_run(document(spec__errorBudget={"share": 0.1, "kinds": {"notes": 1}}))
+    assert (run.spec.error_budget.share, run.spec.error_budget.kinds) == (0.1, {"notes": 1.0})
+    assert runspec.parse_run(VALID).spec.error_budget.share == 0.5  # docs/decisions.md
+
+
+@pytest.mark.parametrize(
+    ("budget", "expected"),
+    [
+        ({"share": 1.5}, "spec.errorBudget.share: must be at most 1"),
+        ({"kinds": {"notes": -0.1}}, "spec.errorBudget.kinds.notes: must be at least 0"),
+    ],
+)
+def test_an_error_budget_out_of_bounds_names_its_path(budget: Any, expected: str) -> None:
+    assert only_problem(document(spec__errorBudget=budget)).startswith(expected)

@@ -354,6 +354,12 @@ def _add_mapping(commands: Any) -> None:
         help="write a few records through a mapping in a transaction that is rolled back, and "
         "show the rows it would write (references resolved) and what the database refuses",
     )
+    check.add_argument(
+        "--provider",
+        metavar="FILE",
+        help="also check every pointer the mapping reads against the fields this provider (a"
+        " provider YAML file, or an installed provider's name) declares",
+    )
     for p in (check, sample):
         p.add_argument("file", help="the mapping (YAML)")
         p.add_argument(
@@ -380,9 +386,10 @@ def cmd_mapping(args: argparse.Namespace, settings: Settings) -> int:
     if args.mapping_command == "schema":
         return commands.schema(sys.stdout)
     found = mapping.load_file(args.file)
+    provider = _provider_of(args.provider) if getattr(args, "provider", None) else None
     with connect.connect(args.database or database_url(settings)) as conn:
         if args.mapping_command == "check":
-            return commands.check(conn, found, sys.stdout)
+            return commands.check(conn, found, sys.stdout, provider)
         if args.records:
             records = commands.records_file(args.records)
         else:
@@ -396,6 +403,18 @@ def cmd_mapping(args: argparse.Namespace, settings: Settings) -> int:
             sys.stdout,
             lambda rows: _table(rows, list(rows[0]) if rows else ["source"]),
         )
+
+
+def _provider_of(given: str) -> Any:
+    """The provider ``--provider`` names: a provider YAML file, else an installed provider."""
+    import pathlib
+
+    from ferryman_worker import providers
+    from ferryman_worker.providers import declarative
+
+    if pathlib.Path(given).is_file():
+        return declarative.load_file(given)
+    return providers.load(given)
 
 
 def _add_jobs(commands: Any) -> None:

@@ -19,7 +19,7 @@ from ferryman_worker.destinations import mapping as _mapping
 from ferryman_worker.destinations.mapping import Mapping as MappingSpec
 from ferryman_worker.engine import allowlist as _allowlist
 from ferryman_worker.engine import auth as _auth
-from ferryman_worker.engine import runs
+from ferryman_worker.engine import reconcile, runs
 from ferryman_worker.engine.allowlist import Pattern as URLPattern
 from ferryman_worker.engine.credentials import (
     HOSTS_ANNOTATION,
@@ -245,9 +245,10 @@ def request_for(
             ),
         },
         kinds=list(spec.kinds),
-        options=engine_options(
-            options, spec.effective_max_in_flight(lane_width), source.rate_limit
-        ),
+        options={
+            **engine_options(options, spec.effective_max_in_flight(lane_width), source.rate_limit),
+            "error_budget": spec.error_budget.model_dump(),
+        },
         mapping=mapping,
         namespace=namespace,
         sealed=sealed,
@@ -314,6 +315,12 @@ def admit(
     return int(row["id"])
 
 
+KindVerdict = reconcile.Verdict
+"""A kind's verdict, given when its phase closed: ``reconciled`` (what it listed adds up to the
+total its source states), ``unverified`` (the source states none), ``short`` (it listed fewer)
+or ``refused`` (more of its records were refused than the error budget allows)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RunProgress:
     """One run's aggregate, as ``.status`` and ``ferryman status`` show it."""
@@ -338,6 +345,8 @@ class RunProgress:
     error: str | None
     phase_names: tuple[str, ...] = ()
     """Every phase of the run in order, named as ``phase`` names the open one."""
+    verdicts: tuple[KindVerdict, ...] = ()
+    """The verdict of each kind whose phase closed, in phase order."""
 
     def status(self) -> MigrationRunStatus:
         return MigrationRunStatus(
@@ -397,6 +406,7 @@ def _progress(row: dict[str, Any]) -> RunProgress:
         finished_at=row["finished_at"],
         error=row["error"],
         phase_names=names,
+        verdicts=tuple(KindVerdict(**found) for found in row.get("verdicts") or ()),
     )
 
 

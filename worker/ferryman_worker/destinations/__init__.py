@@ -30,7 +30,7 @@ from psycopg import sql
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.destinations import catalog, generate
+from ferryman_worker.destinations import catalog, generate, pointers
 from ferryman_worker.destinations.mapping import Mapping, dump, load_file, parse
 from ferryman_worker.errors import MappingInvalid
 from ferryman_worker.providers import Provider
@@ -163,7 +163,8 @@ def writer_for(run: dict[str, Any], provider: Provider, kind: str) -> Writer:
     name = function(kind) if callable(function) else None
     if name:
         return UpdatingFunctionWriter(name) if versions.delta else FunctionWriter(name)
-    return landing("/id", versions)
+    declared = getattr(provider, "kinds", {}).get(kind)
+    return landing(declared.id_pointer if declared is not None else "/id", versions)
 
 
 def snapshot(conn: Connection, mapping: Mapping, kinds: list[str]) -> dict[str, Any]:
@@ -195,7 +196,8 @@ def mapping_for(document: object | None, provider: Provider) -> Mapping | None:
     none, the one shipped for the provider. MappingInvalid names what does not fit."""
     mapping = parse(document, source="spec.mapping") if document is not None else None
     if mapping is None:
-        return builtin(provider.name)
+        found = builtin(provider.name)
+        return None if found is None else pointers.with_provider_ids(found, provider)
     if mapping.provider != provider.name:
         raise MappingInvalid(
             f"spec.mapping.provider: the mapping is for {mapping.provider!r}, the run's "
@@ -207,4 +209,4 @@ def mapping_for(document: object | None, provider: Provider) -> Mapping | None:
             f"spec.mapping.kinds: {unknown} not provided by {provider.name!r}; it provides "
             f"{sorted(provider.kinds)}"
         )
-    return mapping
+    return pointers.with_provider_ids(mapping, provider)

@@ -252,7 +252,8 @@ class KindMapping(_Model):
     """Its primary key, filled by a sequence (serial or identity): the ledger keeps it."""
 
     source_id: Pointer = "/id"
-    """JSON pointer to the record's source id."""
+    """JSON pointer to the record's source id; absent: the provider's declared id of the kind
+    (/id unless it declares another)."""
 
     columns: Annotated[dict[Identifier, Column], Field(min_length=1)]
     """Column name -> where its value comes from."""
@@ -409,10 +410,15 @@ def load_file(path: str | os.PathLike[str]) -> Mapping:
 
 
 def dump(mapping: Mapping) -> dict[str, Any]:
-    """The mapping as a JSON document (camelCase keys), as a run keeps its snapshot."""
+    """The mapping as a JSON document (camelCase keys), as a run keeps its snapshot. A
+    ``sourceId`` given is kept even when it is ``/id``: one left out is the provider's declared
+    id (``pointers.with_provider_ids``)."""
     result: dict[str, Any] = json.loads(
         mapping.model_dump_json(by_alias=True, exclude_defaults=True)
     )
+    for name, kind in mapping.kinds.items():
+        if "source_id" in kind.model_fields_set:
+            result["kinds"][name]["sourceId"] = kind.source_id
     return result
 
 

@@ -214,6 +214,36 @@ def _following(
     return Position(at.part, at.page + 1, token, page_digest, seen, at.restarts)
 
 
+@dataclasses.dataclass(frozen=True)
+class Listed:
+    """What one page of a chain listed, kept with its task for the kind's reconciliation
+    (``reconcile``): its records, the total the source stated on it (None: none), and the
+    rule that ended the chain here (None: the chain goes on)."""
+
+    records: int
+    total: int | None
+    ended_by: str | None
+
+    @classmethod
+    def of(
+        cls,
+        kind: Kind,
+        at: Position,
+        reply: Reply,
+        records: Sequence[Any],
+        size: int,
+        following: Position | None,
+    ) -> Listed:
+        """The page at ``at`` whose next page is ``following`` (``following``'s answer)."""
+        pagination = kind.pagination
+        ended_by = None
+        if following is None:
+            ended_by = pagination.stop(at.token, reply, records, size, at.page) or (
+                f"the declared maximum of {pagination.stops.max_pages} pages"
+            )
+        return cls(len(records), pagination.stated_total(reply, records), ended_by)
+
+
 def _shown(token: Any, limit: int = 80) -> str:
     text = pydantic_core.to_json(token).decode()
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -185,9 +185,11 @@ class Scope:
         *,
         finish: bool = False,
         following: paging.Position | None = None,
+        listed: paging.Listed | None = None,
     ) -> None:
         """One window, committed with the checkpoint at ``offset``: one statement, or with
-        ``finish`` one transaction that also ends the task and completes the job. A row the
+        ``finish`` one transaction that also ends the task (with what its page ``listed``)
+        and completes the job. A row the
         database refuses sends the window round again, row by row. A window the gate refused
         while the run was suspended is written again when the run was resumed before the job
         looked at it (the task still its own); otherwise the job stops (``Stop``)."""
@@ -198,19 +200,21 @@ class Scope:
         try:
             try:
                 if finish:
-                    counts = self._transaction(windows.write, window, following)
+                    counts = self._transaction(windows.write, window, following, listed)
                 else:  # one statement, committed on its own
                     counts = windows.write(self.cursor, self.target, window)
             except windows.REFUSED:
                 counts = self._transaction(
-                    windows.write_carefully, window, following, finish=finish
+                    windows.write_carefully, window, following, listed, finish=finish
                 )
         except windows.Closed:
             self.gate(self.conn)
             if not self.holds_task(self.conn):
                 raise Stop(None) from None
             # refused while suspended, resumed before the look: the same window again
-            self.commit_window(records, offset, extra_malformed, finish=finish, following=following)
+            self.commit_window(
+                records, offset, extra_malformed, finish=finish, following=following, listed=listed
+            )
             return
         metrics.window(
             (self.run["id"], self.run["name"]),
@@ -226,13 +230,14 @@ class Scope:
         write: Callable[[windows.Cursor, windows.Target, windows.Window], windows.Counts],
         window: windows.Window,
         following: paging.Position | None,
+        listed: paging.Listed | None,
         *,
         finish: bool = True,
     ) -> windows.Counts:
         with self.ctx.completing() if finish else self.conn.transaction():
             counts = write(self.cursor, self.target, window)
             if finish:
-                self.finish(self.conn, following)
+                self.finish(self.conn, following, listed)
         return counts
 
     def gate(self, conn: Connection) -> None:
@@ -249,9 +254,15 @@ class Scope:
         params = {"task_id": self.task["id"], "job_id": self.ctx.job.id}
         return conn.execute(queries.engine("task_held"), params).fetchone() is not None
 
-    def finish(self, conn: Connection, following: paging.Position | None) -> None:
-        """The task's last step, in its last window's transaction: done, next page's task,
-        the barrier, the run's top-up."""
+    def finish(
+        self,
+        conn: Connection,
+        following: paging.Position | None,
+        listed: paging.Listed | None = None,
+    ) -> None:
+        """The task's last step, in its last window's transaction: done (with what its page
+        ``listed``, for the kind's reconciliation), next page's task, the barrier, the run's
+        top-up."""
         run = conn.execute(queries.engine("lock_run"), {"run_id": self.run["id"]}).fetchone()
         assert run is not None
         if run["state"] != "running" or run["suspended"]:
@@ -259,7 +270,13 @@ class Scope:
         if (
             conn.execute(
                 queries.engine("finish_task"),
-                {"task_id": self.task["id"], "job_id": self.ctx.job.id},
+                {
+                    "task_id": self.task["id"],
+                    "job_id": self.ctx.job.id,
+                    "listed": None if listed is None else listed.records,
+                    "stated_total": None if listed is None else listed.total,
+                    "ended_by": None if listed is None else listed.ended_by,
+                },
             ).fetchone()
             is None
         ):

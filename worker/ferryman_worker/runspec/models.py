@@ -248,6 +248,18 @@ class RunOptions(_Model):
     """Parent records (e.g. deals) whose children (e.g. their messages) one tree task imports."""
 
 
+class ErrorBudget(_Model):
+    """How many of a kind's records may be refused (malformed, or refused by the database)
+    before the kind fails its run."""
+
+    share: Annotated[float, Field(ge=0, le=1)] = 0.5
+    """The largest share of a kind's records that may be refused: more fails the run, naming
+    the kind and its most frequent reasons (0: any refused record fails it; 1: never)."""
+
+    kinds: dict[Identifier, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    """A kind's own share instead of the run's, e.g. {notes: 0.2}."""
+
+
 MAPPING_ONE_OF: Final = (
     "give exactly one of file (a mapping YAML file, read by `ferryman run`) and name (a "
     "MigrationMapping in the run's namespace, read by the operator)"
@@ -337,6 +349,10 @@ class MigrationRunSpec(_Model):
 
     options: RunOptions = Field(default_factory=RunOptions)
     """Tuning: stripes, page and window sizes, in-flight limit, fetch threads."""
+
+    error_budget: ErrorBudget = Field(default_factory=ErrorBudget)
+    """How many of a kind's records may be refused before the kind fails the run (by default
+    more than half fails it, so a kind whose every record is refused never ends Succeeded)."""
 
     suspend: Annotated[bool, Field(strict=True)] = False
     """True pauses the run at the next window; false resumes it."""

@@ -320,6 +320,12 @@ CREATE TABLE ferryman_tasks (
     heartbeat_at     timestamptz,
     finished_at      timestamptz,
     error            text,
+    -- migrations/0090: what the task's page listed, for its kind's reconciliation (a page walk's
+    -- tasks, set when the task is done): its records, the total the source stated on it (NULL:
+    -- none), and the stop rule that ended its chain there (NULL: the chain went on)
+    listed           integer,
+    stated_total     bigint,
+    ended_by         text,
     UNIQUE (run_id, kind, cursor_key)
 );
 CREATE INDEX ferryman_tasks_open ON ferryman_tasks (run_id, phase, status)
@@ -337,6 +343,20 @@ CREATE TABLE ferryman_ledger (
     source_deleted_at timestamptz,    -- migrations/0050: when a delta saw the record deleted
     version_run_id bigint,            -- migrations/0060: the delta that updated it (NULL: run_id)
     PRIMARY KEY (workspace, kind, source_id)
+);
+
+-- (from migrations/0090_kind_verdicts.sql) Each kind's verdict, written by the barrier that closes
+-- its phase: whether what the run listed adds up to what the source said it holds (reconciled,
+-- unverified: the source states no total, short), or too many of its records were refused.
+CREATE TABLE ferryman_run_kinds (
+    run_id  bigint      NOT NULL REFERENCES ferryman_runs (id) ON DELETE CASCADE,
+    kind    text        NOT NULL,
+    verdict text        NOT NULL CHECK (verdict IN ('reconciled', 'unverified', 'short', 'refused')),
+    listed  bigint,                -- records its pages listed (NULL: a tree kind, per parent)
+    total   bigint,                -- the least total the source stated (NULL: none)
+    note    text        NOT NULL,  -- what the verdict rests on, and the drift it explains
+    at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, kind)
 );
 
 -- Rows rolled back as malformed, with their reason. They hold no ledger slot.

@@ -286,6 +286,7 @@ class DeclaredProvider:
             policy=_policy(kind.responses or self.document.spec.responses),
             max_page_size=kind.pagination.max_page_size,
             changed_since=_changed_since(kind),
+            id=kind.id,
         )
 
     @functools.cached_property
