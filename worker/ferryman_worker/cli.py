@@ -81,6 +81,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         settings.sync_windows,
         settings.sealing_key_file,
         database_url=url,
+        destinations=settings.destinations,
     )
     try:
         serving = worker.Worker(settings, url, resources={RESOURCE: runtime})

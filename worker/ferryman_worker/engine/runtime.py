@@ -22,6 +22,7 @@ import httpx
 
 from ferryman_worker.db import connect
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.destination_policy import Policy
 from ferryman_worker.engine import auth
 from ferryman_worker.engine.credentials import Credential, Sealer, url_host
 from ferryman_worker.engine.ratelimit import Budget, Budgets, credential_key
@@ -57,7 +58,10 @@ class EngineRuntime:
         sync_windows: bool = False,
         sealing_key_file: str | None = None,
         database_url: str | None = None,
+        destinations: Policy | None = None,
     ) -> None:
+        self.destinations = destinations or Policy()
+        """Where the installation lets mappings write: every writer is checked against it."""
         self.database_url = database_url
         """Where an OAuth2 refresh-token grant keeps its tokens (the run's database)."""
         self.credentials_dir = pathlib.Path(credentials_dir or "/var/run/secrets/ferryman")
