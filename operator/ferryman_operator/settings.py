@@ -100,7 +100,7 @@ class OperatorSettings(BaseSettings):
     (docs/security.md)."""
 
     destination_schemas: Annotated[list[contract.DestinationSchema], NoDecode] = Field(
-        default_factory=lambda: ["public"]
+        default=["public"]
     )
     """Schemas whose tables mappings may write (comma-separated); ferryman's own tables and
     PostgreSQL's schemas never. Checked at admission; the workers check it again (give them

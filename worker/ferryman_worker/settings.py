@@ -152,7 +152,7 @@ class Settings(BaseSettings):
     """Seconds after which the reaper seals a batch whose enqueuing process never sealed it."""
 
     destination_schemas: Annotated[list[policy.Schema], NoDecode] = Field(
-        default_factory=lambda: list(policy.DEFAULT_SCHEMAS)
+        default=list(policy.DEFAULT_SCHEMAS)
     )
     """Schemas whose tables mappings may write (comma-separated); ferryman's own tables and
     PostgreSQL's schemas never, whatever is listed. Checked at admission and by every writer."""

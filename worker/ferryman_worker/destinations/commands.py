@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.destination_policy import Policy
 from ferryman_worker.destinations import catalog, generate, reference
 from ferryman_worker.destinations.mapping import Mapping
 from ferryman_worker.errors import ConfigurationError
@@ -22,9 +23,10 @@ SAMPLE_RUN = 0
 """The run id of a sample's ledger slots (rolled back with the sample)."""
 
 
-def check(conn: Connection, mapping: Mapping, out: TextIO) -> int:
-    """Print every problem (one a line) and return 1, or say the mapping fits and return 0."""
-    report = catalog.check(conn, mapping)
+def check(conn: Connection, mapping: Mapping, out: TextIO, allowed: Policy | None = None) -> int:
+    """Print every problem (one a line) and return 1, or say the mapping fits and return 0
+    (``allowed``: where the installation lets mappings write)."""
+    report = catalog.check(conn, mapping, allowed=allowed)
     for problem in report.problems:
         print(problem, file=out)
     if report.problems:
@@ -69,12 +71,14 @@ def sample(
     limit: int,
     out: TextIO,
     show: Callable[[list[dict[str, Any]]], None],
+    allowed: Policy | None = None,
 ) -> int:
     """Write up to ``limit`` records of each kind, in phase order, inside a transaction that is
     rolled back, and show each kind's rows as written (references resolved) and each record the
     database refused, with its reason. The sampled kinds' ledger slots of ``workspace`` are set
-    aside inside the same transaction, so records already imported (or landed) are written too."""
-    report = catalog.check(conn, mapping)
+    aside inside the same transaction, so records already imported (or landed) are written too.
+    ``allowed``: where the installation lets mappings write."""
+    report = catalog.check(conn, mapping, allowed=allowed)
     if report.problems:
         for problem in report.problems:
             print(problem, file=out)
