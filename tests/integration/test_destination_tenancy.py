@@ -13,6 +13,7 @@ import pathlib
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from cryptography.fernet import Fernet
 from listener import Listener, listening
@@ -161,8 +162,10 @@ def _work(db_url: str, key_file: pathlib.Path, run_id: int) -> dict[str, Any]:
 def _forge(db_url: str, run_id: int, path: list[str], value: Any) -> None:
     """Rewrite the run's stored snapshot at ``path``, as a write reaching ferryman's tables
     would (a mapping into ``ferryman_runs`` did, before those were refused: forged here, since
-    no path ferryman offers writes a stored snapshot now)."""
-    with connect.connect(db_url) as conn:
+    no path ferryman offers writes a stored snapshot now). The database refuses it too
+    (``ferryman_runs_as_admitted``), so the forgery, as a superuser, skips triggers."""
+    with connect.connect(db_url) as conn, conn.transaction():
+        conn.execute("SET LOCAL session_replication_role = replica")
         conn.execute(
             "UPDATE ferryman_runs SET mapping = jsonb_set(mapping, %s, %s) WHERE id = %s",
             (path, Jsonb(value), run_id),
@@ -300,6 +303,32 @@ def test_a_delta_deletes_no_row_of_another_workspace(
     final = _work(app, key_file, delta)
     assert scalar(app, "SELECT name FROM app_contacts WHERE id = %s", (victims,)) == "Boss"
     assert final["state"] == "succeeded"
+
+
+def test_a_runs_admitted_definition_cannot_be_rewritten_in_the_database(
+    db_url: str, key_file: pathlib.Path, source: Listener
+) -> None:
+    """Whatever reaches ``ferryman_runs`` (a write path into ferryman's tables, a role that may
+    update it), the definition a worker reads back is what admission checked."""
+    victims = _admit(db_url, key_file, source, VICTIM, None, suspend=True)
+    rewrites = {
+        "base_url": "'http://pwned.example'",
+        "workspace": "'intruder'",
+        "mapping": "'{}'::jsonb",
+        "credential": '\'{"name": "theirs"}\'::jsonb',
+    }
+    for column, value in rewrites.items():
+        with connect.connect(db_url) as conn, pytest.raises(psycopg.errors.IntegrityError) as no:
+            conn.execute(
+                f"UPDATE ferryman_runs SET {column} = {value} WHERE id = %s",  # type: ignore[arg-type]
+                (victims,),
+            )
+        assert f"run {VICTIM}/run-1 is as it was admitted" in str(no.value)
+    with connect.connect(db_url) as conn:
+        assert contract.cancel(conn, f"{VICTIM}/run-1")  # ferryman's own updates still work
+    assert scalar(db_url, "SELECT base_url FROM ferryman_runs WHERE id = %s", (victims,)) == (
+        source.url
+    )
 
 
 def test_a_stored_column_type_never_runs_as_sql(
