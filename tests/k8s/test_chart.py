@@ -466,6 +466,21 @@ def test_the_defaults_let_mappings_write_only_scoped_tables_of_public(
     assert worker["FERRYMAN_DESTINATION_TABLES"] == "app.t"
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "destinations.tables={public.ferryman_runs}",
+        "destinations.schemas={pg_catalog}",
+        "destinations.schemas={information_schema}",
+        "destinations.schemas={Public}",
+    ],
+)
+def test_the_values_never_let_mappings_write_ferrymans_or_postgresqls_tables(
+    controlplane: Any, value: str
+) -> None:
+    assert "destinations" in refusal(controlplane, "--set", value)
+
+
 def test_workers_stop_gracefully_and_are_probed(
     render: Callable[..., list[dict[str, Any]]],
 ) -> None:

@@ -276,3 +276,53 @@ def test_a_token_url_is_held_to_the_secrets_binding_and_the_allow_list_like_the_
     with contract.connect(db_url) as conn:
         names = sorted(p.name for p in contract.progress(conn))
     assert names == [f"{world.namespace}/login"]  # the others were never admitted
+
+
+def test_a_mapping_into_ferrymans_tables_or_another_workspace_is_refused_at_admission(
+    world: Bench, intruder: Bench
+) -> None:
+    """The operator's admission holds every MigrationMapping to the installation's destinations
+    and to the run's own workspace: nothing is admitted, so no worker writes anything."""
+    intruder.secret("intruders-own-key")
+    world.operator()
+    columns = {"name": {"field": "/name"}, "workspace": {"value": "acme"}}
+    mappings = {
+        "runs": {"organizations": {"table": "ferryman_runs", "columns": columns}},
+        "planted": {
+            "organizations": {
+                "table": "crm_organizations",
+                "workspaceColumn": "workspace",
+                "columns": {**columns, "source_id": {"field": "/id"}},
+            }
+        },
+    }
+    for name, kinds in mappings.items():
+        intruder.apply(
+            {
+                "apiVersion": "ferryman.dev/v1alpha1",
+                "kind": "MigrationMapping",
+                "metadata": {"name": name},
+                "spec": {"provider": "democrm", "kinds": kinds},
+            }
+        )
+        intruder.apply(
+            run_manifest(
+                name,
+                "http://127.0.0.1:1",
+                workspace=f"loot-{name}",
+                kinds=["organizations"],
+                mapping={"name": name},
+            )
+        )
+    into_runs = _refusal(intruder, "runs")
+    assert into_runs["reason"] == "MappingInvalid"
+    assert (
+        "kinds.organizations.table: public.ferryman_runs is one of ferryman's own"
+        in (into_runs["message"])
+    )
+    planted = _refusal(intruder, "planted")
+    assert planted["reason"] == "MappingInvalid"
+    assert (
+        "kinds.organizations: columns.workspace: the workspace column is mapped"
+        in (planted["message"])
+    )
