@@ -23,6 +23,8 @@ from workers import Subprocess, scalar
 
 from ferryman_worker import contract
 from ferryman_worker.db import connect
+from ferryman_worker.destinations import catalog
+from ferryman_worker.destinations.mapping import parse
 from ferryman_worker.engine.credentials import Credential
 
 VICTIM, INTRUDER = "victim", "intruder"
@@ -386,3 +388,35 @@ def test_a_stored_snapshot_writes_only_its_runs_workspace(
     assert final["state"] == "failed"
     assert "the run's stored mapping: not a valid mapping" in final["error"]
     assert "columns.workspace: the workspace column is mapped to something else" in final["error"]
+
+
+def test_a_join_table_is_held_to_the_installations_destinations(db_url: str) -> None:
+    """A many-to-many mapping's join table is a destination too: never ferryman's, never a
+    schema the installation does not allow."""
+    deals = _kind(
+        "crm_deals",
+        {"workspace": {"constant": "workspace"}, "source_id": {"field": "/id"},
+         "title": {"field": "/title"}},
+        joins=[{"table": "ferryman_ledger", "column": "row_id", "otherColumn": "run_id",
+                "kind": "people", "field": "/person_ids"}],
+    )  # fmt: skip
+    people = _kind(
+        "crm_people",
+        {"workspace": {"constant": "workspace"}, "source_id": {"field": "/id"},
+         "name": {"field": "/n"}},
+    )  # fmt: skip
+    mapping = parse({"provider": "democrm", "kinds": {"deals": deals, "people": people}})
+    with connect.connect(db_url) as conn:
+        problems = catalog.check(conn, mapping).problems
+        conn.execute("CREATE SCHEMA other; CREATE TABLE other.links (a bigint, b bigint)")
+        deals["joins"][0].update(table="other.links", column="a", otherColumn="b")
+        document = {"provider": "democrm", "kinds": {"deals": deals, "people": people}}
+        elsewhere = catalog.check(conn, parse(document))
+    assert any(
+        p.startswith("kinds.deals.joins[0].table: public.ferryman_ledger is one of ferryman's own")
+        for p in problems
+    ), problems
+    assert any(
+        p.startswith("kinds.deals.joins[0].table: other.links is not a table this installation")
+        for p in elsewhere.problems
+    ), elsewhere.problems
