@@ -461,6 +461,50 @@ def test_the_allow_list_of_source_urls_reaches_the_operator_only_when_given(
     )
 
 
+def test_the_defaults_let_mappings_write_only_scoped_tables_of_public(
+    render: Callable[..., list[dict[str, Any]]],
+) -> None:
+    """The operator (at admission) and the workers (before each write) get the same
+    destinations; with the defaults, the safe ones."""
+
+    def envs(*values: str) -> list[dict[str, Any]]:
+        objects = render(*values)
+        found = []
+        for name in ("fm-ferryman-operator", "fm-ferryman-worker"):
+            [container] = only(objects, "Deployment", name)["spec"]["template"]["spec"][
+                "containers"
+            ]
+            found.append(env_of(container))
+        return found
+
+    operator, worker = envs()
+    for env, prefix in ((operator, "FERRYMAN_OPERATOR_"), (worker, "FERRYMAN_")):
+        assert env[f"{prefix}DESTINATION_SCHEMAS"] == "public"
+        assert env[f"{prefix}DESTINATION_TABLES"] == ""
+        assert env[f"{prefix}DESTINATION_UNSCOPED"] == "false"
+    operator, worker = envs(
+        "--set", "destinations.schemas={public,sales}", "--set", "destinations.tables={app.t}"
+    )
+    assert operator["FERRYMAN_OPERATOR_DESTINATION_SCHEMAS"] == "public,sales"
+    assert worker["FERRYMAN_DESTINATION_SCHEMAS"] == "public,sales"
+    assert worker["FERRYMAN_DESTINATION_TABLES"] == "app.t"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "destinations.tables={public.ferryman_runs}",
+        "destinations.schemas={pg_catalog}",
+        "destinations.schemas={information_schema}",
+        "destinations.schemas={Public}",
+    ],
+)
+def test_the_values_never_let_mappings_write_ferrymans_or_postgresqls_tables(
+    controlplane: Any, value: str
+) -> None:
+    assert "destinations" in refusal(controlplane, "--set", value)
+
+
 def test_workers_stop_gracefully_and_are_probed(
     render: Callable[..., list[dict[str, Any]]],
 ) -> None:

@@ -301,3 +301,53 @@ def test_a_run_naming_the_installations_own_secret_is_refused_and_nothing_is_sen
         in (refused["message"])
     )
     assert "db-passw0rd" not in json.dumps(world.get("steal-db"))
+
+
+def test_a_mapping_into_ferrymans_tables_or_another_workspace_is_refused_at_admission(
+    world: Bench, intruder: Bench
+) -> None:
+    """The operator's admission holds every MigrationMapping to the installation's destinations
+    and to the run's own workspace: nothing is admitted, so no worker writes anything."""
+    intruder.secret("intruders-own-key")
+    world.operator()
+    columns = {"name": {"field": "/name"}, "workspace": {"value": "acme"}}
+    mappings = {
+        "runs": {"organizations": {"table": "ferryman_runs", "columns": columns}},
+        "planted": {
+            "organizations": {
+                "table": "crm_organizations",
+                "workspaceColumn": "workspace",
+                "columns": {**columns, "source_id": {"field": "/id"}},
+            }
+        },
+    }
+    for name, kinds in mappings.items():
+        intruder.apply(
+            {
+                "apiVersion": "ferryman.dev/v1alpha1",
+                "kind": "MigrationMapping",
+                "metadata": {"name": name},
+                "spec": {"provider": "democrm", "kinds": kinds},
+            }
+        )
+        intruder.apply(
+            run_manifest(
+                name,
+                "http://127.0.0.1:1",
+                workspace=f"loot-{name}",
+                kinds=["organizations"],
+                mapping={"name": name},
+            )
+        )
+    into_runs = _refusal(intruder, "runs")
+    assert into_runs["reason"] == "MappingInvalid"
+    assert (
+        "kinds.organizations.table: public.ferryman_runs is one of ferryman's own"
+        in (into_runs["message"])
+    )
+    planted = _refusal(intruder, "planted")
+    assert planted["reason"] == "MappingInvalid"
+    assert (
+        "kinds.organizations: columns.workspace: the workspace column is mapped"
+        in (planted["message"])
+    )

@@ -83,6 +83,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         database_url=url,
         local_credentials=settings.local_credentials,
         max_response_bytes=settings.source_max_response_bytes,
+        destinations=settings.destinations,
     )
     try:
         serving = worker.Worker(settings, url, resources={RESOURCE: runtime})
@@ -90,6 +91,29 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         return serving.run_until_signal()
     finally:
         runtime.close()
+
+
+DESTINATION_FLAGS = ("destination_schemas", "destination_tables", "destination_unscoped")
+
+
+def _add_destinations(parser: argparse.ArgumentParser) -> None:
+    """Where mappings may write (FERRYMAN_DESTINATION_*, which these flags override)."""
+    parser.add_argument(
+        "--destination-schemas",
+        metavar="LIST",
+        help="schemas whose tables mappings may write, comma-separated (default: public)",
+    )
+    parser.add_argument(
+        "--destination-tables",
+        metavar="LIST",
+        help="tables (schema.table) mappings may write besides, comma-separated",
+    )
+    parser.add_argument(
+        "--destination-unscoped",
+        action="store_true",
+        default=None,
+        help="let mappings write tables without a workspace column (single-tenant only)",
+    )
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
@@ -254,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a declarative provider YAML whose metadata.name is the run's spec.source.provider; "
         "it is snapshotted into the run when admitted (a resumed run keeps that definition)",
     )
+    _add_destinations(run)
     run.set_defaults(handler=cmd_run)
     status = commands.add_parser("status", help="progress of every run, or of one")
     status.add_argument("run", nargs="?", help="namespace/name of the run (default: all)")
@@ -367,6 +392,8 @@ def _add_mapping(commands: Any) -> None:
             metavar="URL",
             help="the application's database (default: FERRYMAN_DATABASE_URL, or the embedded one)",
         )
+    for p in (check, sample):
+        _add_destinations(p)
     sample.add_argument(
         "--records",
         metavar="FILE",
@@ -389,7 +416,7 @@ def cmd_mapping(args: argparse.Namespace, settings: Settings) -> int:
     provider = _provider_of(args.provider) if getattr(args, "provider", None) else None
     with connect.connect(args.database or database_url(settings)) as conn:
         if args.mapping_command == "check":
-            return commands.check(conn, found, sys.stdout, provider)
+            return commands.check(conn, found, sys.stdout, provider, settings.destinations)
         if args.records:
             records = commands.records_file(args.records)
         else:
@@ -402,6 +429,7 @@ def cmd_mapping(args: argparse.Namespace, settings: Settings) -> int:
             args.limit,
             sys.stdout,
             lambda rows: _table(rows, list(rows[0]) if rows else ["source"]),
+            settings.destinations,
         )
 
 
@@ -484,7 +512,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load(
             **{
                 k: getattr(args, k, None)
-                for k in ("lanes", "pool_size", "imports", "poll_interval", "metrics_port")
+                for k in (
+                    "lanes",
+                    "pool_size",
+                    "imports",
+                    "poll_interval",
+                    "metrics_port",
+                    *DESTINATION_FLAGS,
+                )
             }
         )
         handler: Handler = args.handler

@@ -15,6 +15,9 @@ from ferryman_worker import settings, wording
 from ferryman_worker.db import connect as _connect
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.destination_policy import Policy as DestinationPolicy
+from ferryman_worker.destination_policy import Schema as DestinationSchema
+from ferryman_worker.destination_policy import Table as DestinationTable
 from ferryman_worker.destinations import mapping as _mapping
 from ferryman_worker.destinations.mapping import Mapping as MappingSpec
 from ferryman_worker.engine import allowlist as _allowlist
@@ -59,6 +62,9 @@ __all__ = [
     "ConnectionBudget",
     "Credential",
     "DatabaseError",
+    "DestinationPolicy",
+    "DestinationSchema",
+    "DestinationTable",
     "FerrymanError",
     "MappingInvalid",
     "MappingSpec",
@@ -212,12 +218,14 @@ def request_for(
     mapping: dict[str, Any] | None = None,
     sealed: Sealed | None = None,
     provider_definition: dict[str, Any] | None = None,
+    destinations: DestinationPolicy | None = None,
 ) -> runs.RunRequest:
     """The admission request for a MigrationRun; the lane width sets the default in-flight;
     ``mapping`` is the document ``spec.mapping`` names (read by the caller). With ``sealed``
     (the operator's admission) the run belongs to its namespace: its workspace must be the
     namespace's, and its workers use only that credential. ``provider_definition``: a
-    declarative provider to snapshot into the run."""
+    declarative provider to snapshot into the run. ``destinations``: where the installation
+    lets mappings write (default: its defaults, the ``public`` schema, workspace columns)."""
     spec, source = run.spec, run.spec.source
     options = spec.options
     if spec.mapping is not None and mapping is None:
@@ -255,6 +263,7 @@ def request_for(
         provider_definition=provider_definition,
         source_options=dict(source.options),
         mode="delta" if spec.mode is RunMode.DELTA else "full",
+        destinations=destinations or DestinationPolicy(),
     )
 
 
@@ -292,6 +301,7 @@ def admit(
     mapping: dict[str, Any] | None = None,
     sealed: Sealed | None = None,
     provider_definition: dict[str, Any] | None = None,
+    destinations: DestinationPolicy | None = None,
 ) -> int:
     """Admit and start the run (or find it, if it was admitted before, and start it if the
     process that admitted it died before it was started); returns its id. ``sealed``: the
@@ -308,7 +318,8 @@ def admit(
         ):
             runs.start(conn, existing)  # admitted, then the admitting process died: finish it
         return int(existing["id"])
-    row = runs.admit(conn, request_for(run, lane_width, mapping, sealed, provider_definition))
+    request = request_for(run, lane_width, mapping, sealed, provider_definition, destinations)
+    row = runs.admit(conn, request)
     runs.start(conn, row)
     if run.spec.suspend:
         runs.suspend(conn, int(row["id"]))

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from ferryman_worker import destination_policy as policy
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.queue import lanes as lanes_mod
 
@@ -161,7 +162,21 @@ class Settings(BaseSettings):
     stalled_batch_after: float = Field(default=300.0, gt=0)
     """Seconds after which the reaper seals a batch whose enqueuing process never sealed it."""
 
-    @field_validator("imports", mode="before")
+    destination_schemas: Annotated[list[policy.Schema], NoDecode] = Field(
+        default=list(policy.DEFAULT_SCHEMAS)
+    )
+    """Schemas whose tables mappings may write (comma-separated); ferryman's own tables and
+    PostgreSQL's schemas never, whatever is listed. Checked at admission and by every writer."""
+
+    destination_tables: Annotated[list[policy.Table], NoDecode] = Field(default_factory=list)
+    """Tables (``schema.table``, comma-separated) mappings may write besides those of
+    ``destination_schemas``."""
+
+    destination_unscoped: bool = False
+    """Let mappings write tables without a workspace column (``workspaceColumn``): their rows
+    are every workspace's alike, so only a single-tenant installation turns this on."""
+
+    @field_validator("imports", "destination_schemas", "destination_tables", mode="before")
     @classmethod
     def _split_imports(cls, value: object) -> object:
         if isinstance(value, str):
@@ -178,6 +193,15 @@ class Settings(BaseSettings):
     def _check_pool(self) -> Settings:
         check_pool_size(self.lanes, self.pool_size)
         return self
+
+    @property
+    def destinations(self) -> policy.Policy:
+        """Where this installation's mappings may write."""
+        return policy.Policy(
+            schemas=tuple(self.destination_schemas),
+            tables=tuple(self.destination_tables),
+            unscoped=self.destination_unscoped,
+        )
 
     @property
     def lane_specs(self) -> list[lanes_mod.LaneSpec]:

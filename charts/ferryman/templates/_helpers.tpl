@@ -139,6 +139,19 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
+{{/* Where mappings may write (values destinations), as the operator's or the workers' env: the
+     operator checks it at admission, the workers before every write. Call with
+     (dict "root" . "prefix" "FERRYMAN_OPERATOR_") or (dict "root" . "prefix" "FERRYMAN_"). */}}
+{{- define "ferryman.destinationsEnv" -}}
+{{- $d := .root.Values.destinations }}
+- name: {{ .prefix }}DESTINATION_SCHEMAS
+  value: {{ join "," $d.schemas | quote }}
+- name: {{ .prefix }}DESTINATION_TABLES
+  value: {{ join "," $d.tables | quote }}
+- name: {{ .prefix }}DESTINATION_UNSCOPED
+  value: {{ $d.allowUnscopedTables | toString | quote }}
+{{- end }}
+
 {{/* The Secret holding the installation's credential sealing key. */}}
 {{- define "ferryman.sealingSecretName" -}}
 {{- .Values.sealing.existingSecret | default (printf "%s-sealing-key" (include "ferryman.fullname" .)) }}

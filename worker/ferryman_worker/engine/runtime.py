@@ -22,6 +22,7 @@ import httpx
 
 from ferryman_worker.db import connect
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.destination_policy import Policy
 from ferryman_worker.engine import auth
 from ferryman_worker.engine.credentials import Credential, Sealer, local_file, url_host
 from ferryman_worker.engine.ratelimit import Budget, Budgets, credential_key
@@ -59,7 +60,10 @@ class EngineRuntime:
         database_url: str | None = None,
         local_credentials: bool = True,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        destinations: Policy | None = None,
     ) -> None:
+        self.destinations = destinations or Policy()
+        """Where the installation lets mappings write: every writer is checked against it."""
         self.database_url = database_url
         """Where an OAuth2 refresh-token grant keeps its tokens (the run's database)."""
         self.credentials_dir = pathlib.Path(credentials_dir or "/var/run/secrets/ferryman")

@@ -16,6 +16,7 @@ from psycopg.rows import tuple_row
 from ferryman_worker import destinations, metrics, providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.destination_policy import Policy
 from ferryman_worker.engine import delta, paging, phases, schedule, windows
 from ferryman_worker.engine.ratelimit import Budget
 from ferryman_worker.engine.runtime import EngineRuntime
@@ -54,6 +55,8 @@ class Scope:
     client: SourceClient
     budget: Budget
     retry: Retry = dataclasses.field(default_factory=Retry)
+    destinations: Policy = dataclasses.field(default_factory=Policy)
+    """Where the installation lets mappings write (``EngineRuntime.destinations``)."""
 
     @classmethod
     def build(
@@ -69,6 +72,7 @@ class Scope:
             provider.kinds[task["kind"]],
             runtime.client(run["base_url"], credential, provider.auth),
             runtime.budget(run["base_url"], credential, run["options"].get("rate_limit")),
+            destinations=runtime.destinations,
         )
 
     @property
@@ -105,7 +109,7 @@ class Scope:
             self.ctx.job.id,
             self.run["workspace"],
             self.kind,
-            destinations.writer_for(self.run, self.provider, self.kind.name),
+            destinations.writer_for(self.run, self.provider, self.kind.name, self.destinations),
         )
 
     # -- the source ---------------------------------------------------------------------------
