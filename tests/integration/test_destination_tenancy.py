@@ -132,7 +132,7 @@ def _admit(
             },
         }
     )
-    hosts = (f"127.0.0.1:{source.port}",)
+    hosts = (f"http://127.0.0.1:{source.port}",)
     sealed = contract.Sealed(
         hosts, contract.Sealer(key_file.read_bytes()).seal(Credential({"token": "t"}, hosts))
     )

@@ -36,6 +36,7 @@ def _files(folder: pathlib.Path, url: str, source_id: str | None) -> dict[str, p
     provider["spec"]["phases"] = [["organizations"]]
     organizations: dict[str, Any] = {
         "table": "app_companies",
+        "workspaceColumn": "workspace",
         "columns": {"workspace": {"constant": "workspace"}, "name": {"field": "/name"}},
     }
     if source_id is not None:
