@@ -84,6 +84,15 @@ def install_operator_rbac(cp: Any, namespace: str, home: Path) -> Path:
     return path
 
 
+def remove_cluster_rbac(cp: Any) -> None:
+    """Delete the cluster-wide RBAC objects install_operator_rbac applied (the chart's names,
+    without being helm's), so that a helm release of the same name can own them."""
+    cp.kubectl(
+        "delete", "clusterrole,clusterrolebinding", "-l", "app.kubernetes.io/instance=" + RELEASE,
+        "--ignore-not-found",
+    )  # fmt: skip
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

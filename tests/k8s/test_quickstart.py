@@ -14,6 +14,7 @@ import pytest
 from migration import check_against_truth
 from tcp_postgres import create_database, tcp_postgres
 from tests.democrm.server_fixture import DemoCRM
+from tests.k8s import operator_bench
 from tests.k8s.test_chart_e2e import image_ref, local_values, url_of
 
 pytestmark = [pytest.mark.k8s, pytest.mark.node, pytest.mark.slow]
@@ -45,10 +46,7 @@ def test_readmes_kubernetes_quick_start_works_as_written(node: Any) -> None:
     plane = node.controlplane
     image = image_ref()
     node.load_image(image)
-    # the bench's RBAC (test_operator*.py) uses the chart's names without being helm's: clear it
-    plane.kubectl(
-        "delete", "clusterrole,clusterrolebinding", "ferryman-operator", "--ignore-not-found"
-    )
+    operator_bench.remove_cluster_rbac(plane)  # test_operator*.py's, under the chart's names
     lines = quick_start()
     with (
         tcp_postgres() as admin_url,

@@ -250,6 +250,12 @@ class NaturalKey(_Model):
     """skip, update or fail."""
 
 
+def _no_published_default(schema: dict[str, Any]) -> None:
+    """Leave a default out of the published schema: the API server would fill it into every
+    stored object, and a value present there means "given" where absent means "the provider's"."""
+    schema.pop("default", None)
+
+
 class KindMapping(_Model):
     """One kind's destination: a table of the application and its columns."""
 
@@ -266,7 +272,7 @@ class KindMapping(_Model):
     id: Identifier = "id"
     """Its primary key, filled by a sequence (serial or identity): the ledger keeps it."""
 
-    source_id: Pointer = "/id"
+    source_id: Annotated[Pointer, Field(json_schema_extra=_no_published_default)] = "/id"
     """JSON pointer to the record's source id; absent: the provider's declared id of the kind
     (/id unless it declares another)."""
 
