@@ -21,7 +21,7 @@ from ferryman_worker.db import connect, databases, embedded, migrate
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SUPPORT = ROOT / "tests" / "support"
 sys.path.insert(0, str(SUPPORT))  # test job modules, importable here and by worker subprocesses
-pytest_plugins = ["durations_budget", "pytester"]  # the time budget; pytester for its test
+pytest_plugins = ["durations_budget", "xdist_groups", "pytester"]  # see their docstrings
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 """This xdist worker's name (gw0, gw1, ...), "" without xdist."""
 TEMPLATE = f"ferryman_template_{WORKER}" if WORKER else "ferryman_template"
@@ -32,6 +32,7 @@ SHARED_SERVER_GROUP = "postgres-cluster-objects"
 admin connection (roles are cluster-wide): one worker, so two never create the same one."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each test's xdist group (see `xdist_group`); then the groups that take longest go first
     (`GROUP_WEIGHT`), so that they do not start last while the other workers sit idle."""
