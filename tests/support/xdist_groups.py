@@ -2,11 +2,11 @@
 
 pytest-xdist's `--dist loadgroup` reads a test's `xdist_group` by appending it to the test's id in
 the worker; pytest 9.2's structured ids ignore that, so the groups are lost and every test is
-scheduled on its own (a known bug of pytest-xdist 3.8, still open). Here each worker writes
-the groups it collected (`{test id: group}`) into a folder the controller named in the
-environment before it started them, and the controller schedules with `GroupScheduling`, xdist's own loadgroup
-scheduler reading the group from there. When xdist carries the groups itself again (an id ending
-in `@group`), that wins.
+scheduled on its own (a known bug of pytest-xdist 3.8, still open). Here each worker writes the
+groups it collected (`{test id: group}`) into a folder the controller named in the environment
+before it started them, and the controller schedules with `GroupScheduling`, xdist's own loadgroup
+scheduler reading the group from there. When xdist carries the groups itself again (an id ending in
+`@group`), that wins.
 """
 
 from __future__ import annotations
