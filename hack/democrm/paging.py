@@ -8,6 +8,9 @@
 | ``next_url`` | ``after``, ``limit`` | ``pagination.next``: the next page's URL (relative) |
 | ``cursor`` | ``cursor``, ``limit`` | ``pagination.next_cursor``: an opaque token |
 | ``keyset`` | ``after_id``, ``limit`` | the last record's ``id`` (``pagination.more``) |
+
+Link pages state the listing's total in ``X-Total-Count``; page, next URL, cursor and keyset pages
+in ``pagination.total_items`` (page) or ``pagination.total`` (the others).
 | ``all`` | none | nothing: every record in one answer (at most ``MAX_ALL``) |
 
 Offset, page and link pages are positions in the listing as it is *now*: a record deleted or
@@ -169,7 +172,7 @@ def by_next_url(listing: Listing, path: str, params: dict[str, list[str]]) -> Pr
         following = (
             url(path, paging="next_url", after=records[-1]["id"], limit=limit) if more else None
         )
-        return {"data": records, "pagination": {"next": following}}, ()
+        return {"data": records, "pagination": {"next": following, "total": listing.total}}, ()
 
     return produce
 
@@ -191,7 +194,8 @@ def by_cursor(
         following = encode_cursor(path, records[-1]["id"], epoch) if more else None
         if repeat and given and following:
             following = given
-        return {"data": records, "pagination": {"next_cursor": following}}, ()
+        pagination = {"next_cursor": following, "total": listing.total}
+        return {"data": records, "pagination": pagination}, ()
 
     return produce
 
@@ -201,7 +205,8 @@ def by_keyset(listing: Listing, path: str, params: dict[str, list[str]]) -> Prod
 
     def produce() -> tuple[Any, Headers]:
         records, more = after_id(listing, after, limit)
-        return {"data": records, "pagination": {"limit": limit, "more": more}}, ()
+        pagination = {"limit": limit, "more": more, "total": listing.total}
+        return {"data": records, "pagination": pagination}, ()
 
     return produce
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Iterable
 
 from ferryman_operator.kube import Kube
 from ferryman_operator.reconcile.status import Refusal
@@ -20,21 +21,34 @@ RETRY = "then retry the run (annotate it ferryman.dev/retry=<any new value>)"
 class Credentials:
     """Reads, checks and seals runs' credentials; the sealing key is read on first use."""
 
-    def __init__(self, kube: Kube, sealing_key_file: str) -> None:
+    def __init__(self, kube: Kube, sealing_key_file: str, protected: Iterable[str] = ()) -> None:
         self._kube = kube
         self._key_file = sealing_key_file
+        self._protected = frozenset(protected)
+        """The installation's own Secrets (``namespace/name``): never a run's credential."""
         self._sealer: contract.Sealer | None = None
 
     async def seal(
-        self, run: contract.MigrationRun, token_url: str | None = None
+        self,
+        run: contract.MigrationRun,
+        token_url: str | None = None,
+        allowed: tuple[str, ...] = (),
     ) -> contract.Sealed | Refusal:
         """The run's credential sealed, or why the run is refused: its Secret must bind it to
         the run's baseURL and to ``token_url`` (its provider's OAuth2 token endpoint, if any),
-        every host it is sent to. An API error other than "not found" or "forbidden" raises
-        (the next refresh tries again)."""
+        every host it is sent to. ``allowed`` (the installation's allowedSourceURLs) is sealed
+        with it: the worker holds every request to it. An API error other than "not found" or
+        "forbidden" raises (the next refresh tries again)."""
         namespace = str(run.metadata.namespace)
         ref = run.spec.source.credentials_secret_ref
         where = f"Secret {ref.name!r} in namespace {namespace!r}"
+        if f"{namespace}/{ref.name}" in self._protected:
+            return Refusal(
+                "CredentialForbidden",
+                f"spec.source.credentialsSecretRef: {where} is one of the installation's own "
+                "(its database URL or its sealing key), never a run's credential: name the "
+                f"Secret of the source's credential, {RETRY}",
+            )
         try:
             found = await self._kube.secret(namespace, ref.name)
         except PermissionError:
@@ -58,7 +72,7 @@ class Credentials:
                 f"{sorted(data)}): add it, or name one of those, {RETRY}",
             )
         hosts = contract.parse_hosts(found["annotations"].get(contract.HOSTS_ANNOTATION))
-        credential = contract.Credential({**data, "token": data[ref.key]}, hosts)
+        credential = contract.Credential({**data, "token": data[ref.key]}, hosts, allowed=allowed)
         if not credential.allows(run.spec.source.base_url):
             return Refusal("CredentialNotBound", _unbound(where, hosts, run))
         if token_url is not None and not credential.allows(token_url):
@@ -98,7 +112,7 @@ def _unbound(where: str, hosts: tuple[str, ...], run: contract.MigrationRun) -> 
             f"{where} is bound to no host: annotate it {contract.HOSTS_ANNOTATION} with the "
             f"hosts its credential may be sent to (e.g. `kubectl annotate secret "
             f"{run.spec.source.credentials_secret_ref.name} -n {run.metadata.namespace} "
-            f"{contract.HOSTS_ANNOTATION}={target.rsplit(':', 1)[0]}`), {RETRY}"
+            f"{contract.HOSTS_ANNOTATION}={target}`), {RETRY}"
         )
     return (
         f"spec.source.baseURL: {target} is not a host {where} is bound to ("

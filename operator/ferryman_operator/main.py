@@ -78,9 +78,9 @@ async def _lead(
     lost (then the caller stands by for it again), False on a clean stop (SIGTERM)."""
     lease.lost = False
     stop = asyncio.Event()
-    credentials = Credentials(kube, settings.sealing_key_file)
+    credentials = Credentials(kube, settings.sealing_key_file, settings.protected_secrets)
     allowed = allowlist.parse(settings.allowed_source_urls)
-    runs = Runs(db, kube, workers, seen, lease.holding, credentials, allowed)
+    runs = Runs(db, kube, workers, seen, lease.holding, credentials, allowed, settings.destinations)
     fleet = Fleet(runs, settings.status_interval, seen)
     registry = handlers.build(settings, runs, seen, fleet)
     pool_namespace = settings.pool_namespace or settings.lease_namespace

@@ -52,7 +52,7 @@ REFUSALS: Final = (
     *("WorkspaceBusy", "WorkspaceOwned", "InvalidSpec", "AdmissionFailed", "SourceNotAllowed"),
     *("ProviderNotFound", "ProviderInvalid", "ProviderUnreadable", "KindsInvalid"),
     *("MappingNotFound", "MappingInvalid", "MappingUnreadable"),
-    *("CredentialMissing", "CredentialUnreadable", "CredentialNotBound"),
+    *("CredentialMissing", "CredentialUnreadable", "CredentialNotBound", "CredentialForbidden"),
 )
 """Every reason the operator refuses a run for, counted by name (a test checks that every
 ``Refusal`` the operator makes is one); any other reason is counted as ``Other``."""

@@ -116,8 +116,10 @@ class Runs:
         acting: Callable[[], bool] = lambda: True,
         credentials: Credentials | None = None,
         allowed: Sequence[allowlist.Pattern] = (),
+        destinations: contract.DestinationPolicy | None = None,
     ) -> None:
         self._db, self._kube, self._workers = db, kube, workers
+        self._destinations = destinations or contract.DestinationPolicy()
         self._credentials = credentials
         self._allowed = tuple(allowed)  # the installation's allowedSourceURLs (empty: any)
         self._definitions = Definitions(kube)
@@ -346,6 +348,7 @@ class Runs:
                     sealed,
                     resolved,
                     readmit,
+                    self._destinations,
                 )
             )
         except DatabaseUnavailable as exc:
@@ -378,7 +381,8 @@ class Runs:
         refused = allowlist.refusal(source.base_url, self._allowed, token_url, source.provider)
         if refused is not None or self._credentials is None:
             return refused
-        return await self._credentials.seal(run, token_url)
+        allowed = tuple(pattern.text for pattern in self._allowed)
+        return await self._credentials.seal(run, token_url, allowed)
 
     async def _expire(
         self, body: Mapping[str, Any], new: Mapping[str, Any], now: datetime.datetime
@@ -502,6 +506,7 @@ def _look(
     sealed: contract.Sealed | Refusal | None = None,
     resolved: Resolved | Refusal | None = None,
     readmit: bool = False,
+    destinations: contract.DestinationPolicy | None = None,
 ) -> Look:
     """Everything one visit does in the database (on a thread). ``sealed``: the run's
     credential as its Secret is now (or why it cannot be used), ``resolved``: its provider and
@@ -516,7 +521,7 @@ def _look(
         if refusal is not None and not retry and not readmit:
             look.seen = Observation(workers, refused=refusal)
             return look
-        outcome = _admit(conn, run, ahead, width, workers, sealed, resolved)
+        outcome = _admit(conn, run, ahead, width, workers, sealed, resolved, destinations)
         if outcome is not None:
             look.seen = outcome
             return look
@@ -569,6 +574,7 @@ def _admit(
     workers: conditions.Wanted,
     sealed: contract.Sealed | Refusal | None = None,
     resolved: Resolved | Refusal | None = None,
+    destinations: contract.DestinationPolicy | None = None,
 ) -> Observation | None:
     """Admit the run, or say why it waits or is refused (None: admitted). ``resolved``: the
     provider definition and mapping to snapshot into it."""
@@ -588,6 +594,7 @@ def _admit(
             mapping=found.mapping,
             sealed=sealed,
             provider_definition=found.provider,
+            destinations=destinations,
         )
     except contract.WorkspaceOwned as exc:
         return Observation(workers, refused=Refusal("WorkspaceOwned", str(exc)))

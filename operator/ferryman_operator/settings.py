@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ferryman_operator.errors import SettingsError
 from ferryman_operator.reconcile import allowlist
+from ferryman_worker import contract
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -98,7 +99,30 @@ class OperatorSettings(BaseSettings):
     token URL, matches none is refused at admission (``SourceNotAllowed``); empty: any URL
     (docs/security.md)."""
 
-    @field_validator("namespaces", "allowed_source_urls", mode="before")
+    protected_secrets: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """The installation's own Secrets as ``namespace/name`` (comma-separated in the
+    environment): the database URLs and the sealing key. A run whose credential reference
+    names one is refused (``CredentialForbidden``) before anything is read; the chart sets
+    them."""
+
+    destination_schemas: Annotated[list[contract.DestinationSchema], NoDecode] = Field(
+        default=["public"]
+    )
+    """Schemas whose tables mappings may write (comma-separated); ferryman's own tables and
+    PostgreSQL's schemas never. Checked at admission; the workers check it again (give them
+    the same: the chart's ``destinations``)."""
+
+    destination_tables: Annotated[list[contract.DestinationTable], NoDecode] = Field(
+        default_factory=list
+    )
+    """Tables (``schema.table``, comma-separated) mappings may write besides those of
+    ``destination_schemas``."""
+
+    destination_unscoped: bool = False
+    """Let mappings write tables without a workspace column: single-tenant installations
+    only (docs/security.md)."""
+
+    @field_validator("namespaces", "allowed_source_urls", "protected_secrets", mode="before")
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
@@ -110,6 +134,22 @@ class OperatorSettings(BaseSettings):
     def _check_patterns(cls, value: list[str]) -> list[str]:
         allowlist.parse(value)  # ValueError naming the pattern
         return value
+
+    @field_validator("destination_schemas", "destination_tables", mode="before")
+    @classmethod
+    def _split_names(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @property
+    def destinations(self) -> contract.DestinationPolicy:
+        """Where this installation's mappings may write."""
+        return contract.DestinationPolicy(
+            schemas=tuple(self.destination_schemas),
+            tables=tuple(self.destination_tables),
+            unscoped=self.destination_unscoped,
+        )
 
     @property
     def renew_interval(self) -> float:

@@ -128,7 +128,7 @@ def test_a_statement_cancelled_at_the_barrier_is_tried_again_and_the_run_succeed
     """A transient refusal at the same point, on a connection that stays up: the worker stops
     itself at the barrier (the phase found closed, the run row locked, the deals' last window
     not committed); another session takes ferryman_row_errors for itself (``LOCK TABLE``, as a
-    ``VACUUM FULL`` would), so the seeding of the messages waits on it, and is cancelled there
+    ``VACUUM FULL`` would), so the barrier's statement reading it waits, and is cancelled there
     (``pg_cancel_backend``, as a statement timeout or an administrator would: 57014). The job
     tries again once the lock is gone, and the run succeeds with every row once. (A connection
     lost at the barrier is ``test_reaper``'s barrier winner killed, and ``test_restart``'s.)"""
@@ -141,7 +141,7 @@ def test_a_statement_cancelled_at_the_barrier_is_tried_again_and_the_run_succeed
             with connect.connect(db_url, autocommit=False) as locker:
                 locker.execute("LOCK TABLE ferryman_row_errors IN ACCESS EXCLUSIVE MODE")
                 proc.proc.send_signal(signal.SIGCONT)
-                wait_for(lambda: _seeding_waits(db_url), 60, "the seeding to wait on the lock")
+                wait_for(lambda: _seeding_waits(db_url), 60, "the barrier to wait on the lock")
                 assert scalar(db_url, _CANCEL_SEEDING) == 1
                 wait_for(lambda: task_jobs(db_url)[0]["attempts"] == 1, 60, "a failed attempt")
                 locker.rollback()
@@ -182,8 +182,10 @@ def test_a_phase_the_reaper_cannot_seed_for_good_fails_its_run_and_its_sweeps_go
 
 _SEEDING = (
     "FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-    " AND query LIKE '%%INSERT INTO ferryman_tasks%%ferryman_row_errors%%'"
+    " AND query LIKE '%%ferryman_row_errors%%'"
 )
+"""The barrier's statement waiting on the lock of ferryman_row_errors: the count of the closing
+phase's refusals (its kinds' verdicts), which comes first, or the seeding of the next phase."""
 _CANCEL_SEEDING = f"SELECT count(pg_cancel_backend(pid)) {_SEEDING}"
 
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import ferryman_testjobs as tj
+from psycopg import conninfo
 
 from ferryman_worker.db import connect, databases
 from ferryman_worker.queue import batch, enqueue_many
@@ -99,6 +100,37 @@ def test_bad_configuration_exits_2_with_the_message_and_no_secret(db_url: str) -
     assert unreachable.returncode == 2 and "cannot connect to PostgreSQL" in unreachable.stderr
     for result in (lanes, pool, missing, unreachable):
         assert "s3cret-pw" not in result.stderr + result.stdout
+
+
+def test_a_commands_refusal_is_text_for_its_user_and_a_services_is_a_log_line(
+    db_url: str, tmp_path: pathlib.Path
+) -> None:
+    bad = tmp_path / "provider.yaml"
+    bad.write_text("name: x\n")
+    check = ferryman(db_url, "provider", "check", str(bad))  # stderr is a pipe, not a terminal
+    assert check.returncode == 2
+    assert check.stderr.startswith("ferryman: ") and "metadata: required" in check.stderr
+    assert '"level"' not in check.stderr
+    service = ferryman(db_url, "worker", "--lanes", "migrations:0")
+    assert service.returncode == 2
+    assert '"level": "ERROR"' in service.stderr and "needs at least 1" in service.stderr
+
+
+def test_db_shell_runs_psql_on_the_database_with_the_password_kept_off_its_command_line(
+    db_url: str, tmp_path: pathlib.Path
+) -> None:
+    script = tmp_path / "app.sql"
+    script.write_text("CREATE TABLE app_companies (id bigserial PRIMARY KEY, name text);\n")
+    made = ferryman(db_url, "db", "shell", "--", "-v", "ON_ERROR_STOP=1", "-f", str(script))
+    assert made.returncode == 0, made.stderr
+    shown = ferryman(db_url, "db", "shell", "--", "-At", "-c", "SELECT current_database()")
+    assert shown.returncode == 0
+    assert shown.stdout.strip() == conninfo.conninfo_to_dict(db_url)["dbname"]
+    with connect.connect(db_url) as conn:
+        made_table = conn.execute("SELECT to_regclass('app_companies') IS NOT NULL AS ok")
+        assert made_table.fetchone() == {"ok": True}
+    failed = ferryman(db_url, "db", "shell", "--", "-v", "ON_ERROR_STOP=1", "-c", "SELECT nope")
+    assert failed.returncode != 0 and 'column "nope" does not exist' in failed.stderr
 
 
 def test_reap_prunes_finished_jobs_past_the_retention(

@@ -12,11 +12,11 @@ import prometheus_client
 import pytest
 from cryptography.fernet import Fernet
 from listener import Listener, listening
-from migration import engine_worker, request, start_run, wait_finished
+from migration import engine_worker, request, sealed, start_run, wait_finished
 
 from ferryman_worker.engine.auth import Bearer
-from ferryman_worker.engine.credentials import Credential, Sealer
-from ferryman_worker.engine.runs import RunRequest, Sealed
+from ferryman_worker.engine.credentials import Credential
+from ferryman_worker.engine.runs import RunRequest
 from ferryman_worker.engine.source import SourceClient, SourceError
 from ferryman_worker.providers import Request
 
@@ -64,7 +64,7 @@ def test_a_redirect_is_not_followed_so_the_credential_stays_with_its_host() -> N
     with listening({"*": (200, {}, b"{}")}) as elsewhere:
         moved = {"*": (302, {"Location": f"{elsewhere.url}/stolen"}, b"")}
         with listening(moved) as source:
-            credential = Credential({"token": TOKEN}, (f"127.0.0.1:{source.port}",))
+            credential = Credential({"token": TOKEN}, (f"http://127.0.0.1:{source.port}",))
             client = _client(source.url, credential)
             try:
                 with pytest.raises(SourceError) as caught:
@@ -78,19 +78,8 @@ def test_a_redirect_is_not_followed_so_the_credential_stays_with_its_host() -> N
 
 
 def _sealed_request(url: str, key_file: pathlib.Path, hosts: tuple[str, ...]) -> RunRequest:
-    credential = Credential({"token": TOKEN}, hosts)
     plain = request(url, kinds=["organizations"], stripes=1)
-    return RunRequest(
-        name="tenant-a/run-1",
-        workspace=plain.workspace,
-        provider=plain.provider,
-        base_url=url,
-        credential={"name": "crm", "key": "token", "namespace": "tenant-a"},
-        kinds=plain.kinds,
-        options=plain.options,
-        namespace="tenant-a",
-        sealed=Sealed(hosts, Sealer(key_file.read_bytes()).seal(credential)),
-    )
+    return sealed(plain, key_file, Credential({"token": TOKEN}, hosts))
 
 
 def test_a_run_whose_base_url_is_not_bound_never_sends_the_token(
@@ -112,7 +101,7 @@ def test_a_token_across_the_200th_character_of_an_error_body_shows_nowhere(
     body = ("x" * 190 + TOKEN + " was refused").encode()  # the token straddles character 200
     caplog.set_level(logging.DEBUG)
     with listening({"*": (400, {"Content-Type": "text/plain"}, body)}) as source:
-        req = _sealed_request(source.url, key_file, (f"127.0.0.1:{source.port}",))
+        req = _sealed_request(source.url, key_file, (f"http://127.0.0.1:{source.port}",))
         with engine_worker(db_url, sealing_key_file=str(key_file)):
             final = wait_finished(db_url, start_run(db_url, req), timeout=60)
     assert source.received and all(f"Bearer {TOKEN}" in seen for seen in source.received)

@@ -149,9 +149,9 @@ def test_the_operator_worker_and_reaper_take_runs_to_succeeded_under_their_roles
     worker_url = _url(roles, "ferryman_worker")
     with DemoCRM.start(seed=11, malformed_rate=0.05, **DATA) as crm:
         sealed = contract.Sealed(
-            ("127.0.0.1",),
+            ("http://127.0.0.1:*",),
             contract.Sealer(key_file.read_bytes()).seal(
-                contract.Credential({"token": crm.api_key}, ("127.0.0.1",))
+                contract.Credential({"token": crm.api_key}, ("http://127.0.0.1:*",))
             ),
         )
         by_hand = contract.mapping_document({"provider": "democrm"}, "by-hand")

@@ -16,12 +16,15 @@ from pydantic import BaseModel, ConfigDict
 
 from ferryman_worker import destinations
 from ferryman_worker.db import connect
+from ferryman_worker.destination_policy import Policy as DestinationPolicy
 from ferryman_worker.destinations import catalog
 from ferryman_worker.destinations.mapping import Mapping, parse
 from ferryman_worker.engine import runs, windows
 from ferryman_worker.providers import Kind
 
 APP = pathlib.Path(__file__).resolve().parents[2] / "examples" / "apps" / "sales"
+SALES = DestinationPolicy(schemas=("sales",))
+"""The example application's tables are in its schema, which the installation allows."""
 JOB = 11
 
 
@@ -55,7 +58,7 @@ class Import:
 
     def __init__(self, conn: connect.Connection, mapping: Mapping) -> None:
         self.conn = conn
-        self.snapshot = destinations.snapshot(conn, mapping, list(mapping.kinds))
+        self.snapshot = destinations.snapshot(conn, mapping, list(mapping.kinds), SALES)
         self.run_id = int(runs.admit(conn, request("http://127.0.0.1:1"))["id"])
 
     def write(self, kind: str, records: list[dict[str, Any]]) -> windows.Counts:
@@ -65,7 +68,7 @@ class Import:
             (self.run_id, kind, f"k{len(records)}{records[0]['id']}", JOB),
         ).fetchone()
         assert task is not None
-        writer = destinations.writer_for({"mapping": self.snapshot}, NoWriters(), kind)  # type: ignore[arg-type]
+        writer = destinations.writer_for({"mapping": self.snapshot}, NoWriters(), kind, SALES)  # type: ignore[arg-type]
         target = windows.Target(
             self.run_id, int(task["id"]), JOB, "acme", Kind(kind, Record), writer
         )
@@ -93,7 +96,7 @@ class Import:
 
 
 def test_the_example_mapping_fits_the_example_schema(app: connect.Connection) -> None:
-    report = catalog.check(app, parse(_document()))
+    report = catalog.check(app, parse(_document()), allowed=SALES)
     assert report.problems == []
     assert report.catalogs["organizations"].always  # an identity column GENERATED ALWAYS
     assert report.catalogs["deals"].types["amount"] == "numeric(12,2)"
@@ -108,9 +111,16 @@ def test_every_problem_of_a_mapping_is_one_line_naming_its_field(app: connect.Co
     kinds["deals"]["columns"]["created_at"]["cast"] = "timestampish"
     del kinds["deals"]["columns"]["title"]
     kinds["notes"]["columns"]["created_at"]["cast"] = "integer"
-    app.execute("CREATE TABLE sales.tags (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), t text)")
-    kinds["tags"] = {"table": "sales.tags", "columns": {"t": {"field": "/t"}}}
-    problems = catalog.check(app, parse(document)).problems
+    app.execute(
+        "CREATE TABLE sales.tags"
+        " (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), workspace text, t text)"
+    )
+    kinds["tags"] = {
+        "table": "sales.tags",
+        "workspaceColumn": "workspace",
+        "columns": {"workspace": {"constant": "workspace"}, "t": {"field": "/t"}},
+    }
+    problems = catalog.check(app, parse(document), allowed=SALES).problems
     assert problems == [
         "kinds.organizations.table: there is no table sales.firms in this database; ferryman"
         " never creates application tables: create it with the application's own migrations",
@@ -136,7 +146,7 @@ def test_on_deleted_is_checked_against_the_catalog(app: connect.Connection) -> N
     kinds["organizations"]["onDeleted"] = "delete"
     kinds["deals"]["onDeleted"] = {"set": {"archived": {"value": True}}}
     kinds["notes"]["onDeleted"] = {"set": {"created_at": {"value": "soon"}}}
-    problems = catalog.check(app, parse(document)).problems
+    problems = catalog.check(app, parse(document), allowed=SALES).problems
     assert problems == [
         "kinds.deals.onDeleted.set.archived: sales.deals has no column archived; add it with"
         " the application's own migrations, or set another; known: ['amount', 'contact_id',"
@@ -146,7 +156,7 @@ def test_on_deleted_is_checked_against_the_catalog(app: connect.Connection) -> N
     ]
     app.execute("ALTER TABLE sales.deals ADD COLUMN archived boolean NOT NULL DEFAULT false")
     kinds["notes"]["onDeleted"] = {"set": {"created_at": {"constant": "now"}}}
-    report = catalog.check(app, parse(document))
+    report = catalog.check(app, parse(document), allowed=SALES)
     assert report.problems == []
     assert report.catalogs["deals"].types["archived"] == "boolean"
 
@@ -299,6 +309,7 @@ def test_a_trigger_may_rewrite_the_column_that_keeps_the_source_id(
             "kinds": {
                 "leads": {
                     "table": "sales.leads",
+                    "workspaceColumn": "workspace",
                     "columns": {**columns, "name": {"field": "/name"}},
                 }
             },

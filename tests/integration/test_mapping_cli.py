@@ -14,6 +14,8 @@ from ferryman_worker import cli
 from ferryman_worker.db import connect, databases
 
 APP = pathlib.Path(__file__).resolve().parents[2] / "examples" / "apps" / "sales"
+SALES = ["--destination-schemas", "sales"]
+"""The example application\'s schema, allowed."""
 
 
 @pytest.fixture
@@ -26,7 +28,7 @@ def app_url(db_url: str) -> str:
 def test_check_says_the_example_mapping_fits(
     app_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = cli.main(["mapping", "check", str(APP / "mapping.yaml"), "--database", app_url])
+    code = cli.main(["mapping", "check", str(APP / "mapping.yaml"), "--database", app_url, *SALES])
     assert (code, capsys.readouterr().out) == (
         0,
         "the mapping fits this database: organizations, people, deals, notes\n",
@@ -41,7 +43,7 @@ def test_check_prints_one_line_per_problem(
     document["kinds"]["deals"]["columns"]["amount"]["cast"] = "money_bags"
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(document))
-    code = cli.main(["mapping", "check", str(path), "--database", app_url])
+    code = cli.main(["mapping", "check", str(path), "--database", app_url, *SALES])
     out = capsys.readouterr().out.splitlines()
     assert code == 1
     assert sorted(out) == [
@@ -58,7 +60,7 @@ def test_check_on_a_database_without_ferrymans_tables_names_the_migration(
     with databases.scratch(pg_admin_url, name, migrated=False) as url:
         with connect.connect(url) as conn:
             conn.execute((APP / "schema.sql").read_text())  # type: ignore[arg-type]
-        code = cli.main(["mapping", "check", str(APP / "mapping.yaml"), "--database", url])
+        code = cli.main(["mapping", "check", str(APP / "mapping.yaml"), "--database", url, *SALES])
     assert (code, capsys.readouterr().out) == (
         1,
         "this database has no ferryman tables (the ledger a mapping writes through): run"
@@ -89,7 +91,7 @@ def test_sample_shows_the_rows_it_would_write_and_writes_nothing(
     }  # fmt: skip
     path = tmp_path / "records.json"
     path.write_text(json.dumps(records))
-    argv = ["mapping", "sample", str(APP / "mapping.yaml"), "--database", app_url]
+    argv = ["mapping", "sample", str(APP / "mapping.yaml"), "--database", app_url, *SALES]
     assert cli.main([*argv, "--records", str(path), "--workspace", "acme"]) == 0
     out = capsys.readouterr().out
     assert "organizations -> sales.companies" in out

@@ -18,6 +18,7 @@ provider: democrm
 kinds:
   organizations:
     table: crm_organizations
+    workspaceColumn: workspace
     columns:
       workspace: {constant: workspace}
       source_id: {field: /id}

@@ -5,6 +5,7 @@ whole fleet, the rotated token committed before use, access tokens reused until 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import subprocess
 import sys
@@ -158,9 +159,10 @@ def test_a_new_refresh_token_in_the_secret_starts_a_new_chain(db_url: str) -> No
         with httpx.Client(base_url=crm.url, auth=auth) as http:
             assert http.get("/v1/people").status_code == 200
         httpx.post(f"{crm.url}/_oauth/expire")
+        current = auth.sealer.open_text(_row(db_url)["refresh_token"])  # the worker's key
         issued = httpx.post(  # a user authorized again: a second family
             f"{crm.url}/oauth/token",
-            data={"grant_type": "refresh_token", "refresh_token": _row(db_url)["refresh_token"]},
+            data={"grant_type": "refresh_token", "refresh_token": current},
             auth=(CLIENT["client_id"], CLIENT["client_secret"]),
         ).json()
         auth = refresh_auth(crm.url, db_url, {**CLIENT, "refresh_token": issued["refresh_token"]})
@@ -191,3 +193,29 @@ def test_client_credentials_are_fetched_once_and_again_after_a_401() -> None:
     assert access in auth.secrets and CLIENT["client_secret"] in auth.secrets  # to redact
     assert access not in repr(auth) and CLIENT["client_secret"] not in repr(auth)
     assert stats["client_credentials"] == 2 and stats["calls"] == {"1": 3, "2": 1}, stats
+
+
+def test_a_row_from_before_tokens_were_sealed_is_used_then_sealed(db_url: str) -> None:
+    with oauth_crm() as crm:
+        issued = httpx.post(  # the first refresh, as an earlier version made it
+            f"{crm.url}/oauth/token",
+            data={"grant_type": "refresh_token", "refresh_token": FIRST},
+            auth=(CLIENT["client_id"], CLIENT["client_secret"]),
+        ).json()
+        auth = refresh_auth(crm.url, db_url, {**CLIENT, "refresh_token": FIRST})
+        with connect.connect(db_url) as conn:
+            # The row as a version before sealing left it (no event of this version writes a
+            # token in clear), FIRST already spent: only its rotated token may be used now.
+            conn.execute(
+                "INSERT INTO ferryman_oauth_tokens (credential, seed_sha256, refresh_token,"
+                " access_token, expires_at, sealed) VALUES (%s, %s, %s, NULL, NULL, false)",
+                (auth.endpoint.credential.id, hashlib.sha256(FIRST.encode()).hexdigest(),
+                 issued["refresh_token"]),
+            )  # fmt: skip
+        with httpx.Client(base_url=crm.url, auth=auth) as http:
+            assert http.get("/v1/people").status_code == 200
+        stats = _oauth(crm)
+    row = _row(db_url)
+    assert stats["reused"] == 0 and stats["refused"] == 0, stats  # FIRST was not spent again
+    assert row["sealed"] and issued["refresh_token"] not in str(row)
+    assert auth.sealer.open_text(row["refresh_token"]).startswith("rt-")

@@ -6,6 +6,7 @@ which the credential reaches only when the run binds it there (``tokenHost``).""
 from __future__ import annotations
 
 import pathlib
+import re
 import subprocess
 import sys
 from typing import Any
@@ -14,6 +15,7 @@ import httpx
 import psycopg
 import pytest
 import yaml
+from psycopg import sql
 from runfiles import command_env, run_file
 from tests.democrm.server_fixture import DemoCRM
 from workers import scalar, wait_for
@@ -118,14 +120,36 @@ def test_a_run_rotates_its_refresh_token_mid_run_and_writes_every_row(
     assert token is not None and token["rotations"] == 2 and token["refresh_token"] != FIRST
     for secret in (FIRST, CLIENT["client_secret"], token["refresh_token"], token["access_token"]):
         assert secret not in out + err
+    assert _tokens_in_clear(db_url) == []  # the row holds them sealed
+
+
+TOKEN = re.compile(r'"(?:at|rt)-[A-Za-z0-9_-]{16,}"')
+"""A token of the demo CRM's (``at-``/``rt-`` and its random part) as a whole JSON string."""
+
+
+def _tokens_in_clear(db_url: str) -> list[str]:
+    """Every token of the demo CRM's found in clear in any table of the database."""
+    found: list[str] = []
+    with connect.connect(db_url) as conn:
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        ).fetchall()
+        for table in tables:
+            query = sql.SQL("SELECT row_to_json(t)::text AS row FROM {} t").format(
+                sql.Identifier(table["tablename"])
+            )
+            for row in conn.execute(query):
+                found += [f"{table['tablename']}: {hit}" for hit in TOKEN.findall(row["row"])]
+    return found
 
 
 def test_a_run_that_binds_its_credential_to_the_login_host_gets_its_tokens_there(
     tmp_path: pathlib.Path, db_url: str
 ) -> None:
     with _oauth_crm(seed=3, organizations=60, people=30, deals=10) as crm:
-        login = crm.url.replace("127.0.0.1", "localhost") + "/oauth/token"
-        run = _run_file(tmp_path, crm.url, token_host="localhost")
+        login_host = crm.url.replace("127.0.0.1", "localhost")  # a binding is scheme, host, port
+        login = login_host + "/oauth/token"
+        run = _run_file(tmp_path, crm.url, token_host=login_host)
         proc = _ferryman(run, _provider(tmp_path, login), db_url)
         out, err = proc.communicate(timeout=120)
         stats, truth = _oauth(crm), crm.truth()
@@ -138,7 +162,10 @@ def test_a_run_that_binds_its_credential_to_the_login_host_gets_its_tokens_there
 
 @pytest.mark.parametrize(
     ("token_host", "bound"),
-    [(None, "127.0.0.1:{port}"), ("login.example.com", "127.0.0.1:{port}, login.example.com")],
+    [
+        (None, "http://127.0.0.1:{port}"),
+        ("login.example.com", "http://127.0.0.1:{port}, login.example.com"),
+    ],
 )
 def test_a_token_url_on_a_host_the_credential_is_not_bound_to_is_refused_before_anything(
     tmp_path: pathlib.Path, db_url: str, token_host: str | None, bound: str
@@ -152,10 +179,10 @@ def test_a_token_url_on_a_host_the_credential_is_not_bound_to_is_refused_before_
     port = crm.url.rsplit(":", 1)[1]
     assert proc.returncode == 2, err
     assert (
-        f"spec.auth.oauth2.tokenUrl: localhost:{port} is not a host the source credential is"
+        f"spec.auth.oauth2.tokenUrl: http://localhost:{port} is not a host the source credential is"
         f" bound to ({bound.format(port=port)}): correct the provider's tokenUrl, or bind the"
         f" credential to that host too: set spec.source.credentialsSecretRef.tokenHost:"
-        f" localhost:{port} in the run file"
+        f" http://localhost:{port} in the run file"
     ) in " ".join(err.split())
     assert "ferryman.dev/hosts" not in err
     assert stats["refresh_token"] == 0 and stats["client_credentials"] == 0  # nothing was sent

@@ -23,9 +23,12 @@ PAGE = 100
 """One chain (``stripes: 1``) of pages of 100: a change after two pages lands at offset 200."""
 
 
-def _run(db_url: str, style: str, *changes: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
-    """A run of the organizations in ``style`` while ``changes`` are posted; its final state
-    and the source ids written."""
+def _run(
+    db_url: str, style: str, *changes: dict[str, Any]
+) -> tuple[dict[str, Any], list[int], dict[str, Any]]:
+    """A run of the organizations in ``style`` while ``changes`` are posted; its final state,
+    the source ids written and the kind's verdict: reconciled with the total the demo CRM
+    states (unverified for offsets, where it states none), the drift explained, never short."""
     definition = democrm_styles.definition(style)
     dataset = {"organizations": ORGANIZATIONS, "people": 0, "deals": 0, "malformed_rate": 0}
     with DemoCRM.start(seed=31, **dataset) as crm, credential(crm.api_key), engine_worker(db_url):
@@ -38,27 +41,44 @@ def _run(db_url: str, style: str, *changes: dict[str, Any]) -> tuple[dict[str, A
     with connect.connect(db_url) as conn:
         rows = conn.execute("SELECT source_id FROM crm_organizations").fetchall()
         ledger = conn.execute("SELECT count(*) AS n FROM ferryman_ledger").fetchone()
+        verdict = conn.execute("SELECT * FROM ferryman_run_kinds").fetchone()
     written = sorted(int(row["source_id"]) for row in rows)
     assert final["state"] == "succeeded", final["error"]
     assert ledger is not None and ledger["n"] == len(written) == len(set(written))  # once each
-    return final, written
+    assert verdict is not None
+    assert verdict["verdict"] == ("unverified" if style == "offset" else "reconciled")
+    return final, written, verdict
 
 
 @pytest.mark.parametrize("style", BY_POSITION + AFTER_AN_ID)
 def test_records_deleted_behind_the_walk_make_pages_by_position_miss_live_ones(
     db_url: str, style: str
 ) -> None:
-    _, written = _run(db_url, style, {"delete": [1, 2, 3, 4, 5], "after_pages": 2})
+    _, written, verdict = _run(db_url, style, {"delete": [1, 2, 3, 4, 5], "after_pages": 2})
     missed = {201, 202, 203, 204, 205} if style in BY_POSITION else set()
     assert written == [i for i in range(1, ORGANIZATIONS + 1) if i not in missed]
+    # by position the walk lists as many as the total says (the five it missed are live ones
+    # only a verification against the source's ids can name); after an id it lists the five
+    # deleted behind it too
+    assert verdict["listed"] == (595 if style in BY_POSITION else 600)
+    if style != "offset":
+        assert verdict["total"] == 595
+        assert "the total moved between 595 and 600 during the walk" in verdict["note"]
 
 
 @pytest.mark.parametrize("style", BY_POSITION + AFTER_AN_ID)
 def test_records_created_behind_the_walk_are_listed_twice_by_position_and_written_once(
     db_url: str, style: str
 ) -> None:
-    final, written = _run(
+    final, written, verdict = _run(
         db_url, style, {"delete": [1, 2, 3, 4, 5]}, {"create": [1, 2, 3, 4, 5], "after_pages": 2}
     )
     assert written == list(range(6, ORGANIZATIONS + 1))  # 1..5: created behind every walk
     assert final["rows_skipped"] == (5 if style in BY_POSITION else 0)  # listed twice
+    # by position five are listed twice, so the walk lists as many as the grown total; after
+    # an id it lists what the total was when it began: the five created behind it are the
+    # next run's
+    assert verdict["listed"] == (600 if style in BY_POSITION else 595)
+    if style != "offset":
+        assert verdict["total"] == 595
+        assert "the total moved between 595 and 600 during the walk" in verdict["note"]

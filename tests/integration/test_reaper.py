@@ -439,16 +439,19 @@ def test_a_barrier_winner_killed_in_its_last_transaction_leaves_no_phase_closed(
 @pytest.mark.slow
 def test_a_run_whose_workers_all_died_resumes_on_its_own_jobs(db_url: str) -> None:
     with DemoCRM.start(seed=35, organizations=2000, latency_ms=100, **SMALL) as crm:
+        # both workers are ready before the run starts: started after it, the first one walked
+        # the whole run while the second was still starting on a busy machine
+        workers = [crashing_worker(db_url, crm.api_key, "") for _ in range(2)]
         run_id = start_run(
             db_url,
             request(  # six stripes on four threads: two tasks wait queued
                 crm.url, kinds=["organizations"], page_size=100, stripes=6, max_in_flight=6
             ),
         )
-        workers = [crashing_worker(db_url, crm.api_key, "") for _ in range(2)]
         wait_for(lambda: state(db_url, run_id)["rows_written"] >= 200, 60, "progress")
         for proc in workers:
             proc.kill()
+        assert state(db_url, run_id)["state"] == "running", "the run ended before the kill"
         # a statement a worker sent just before its kill may still begin (and renew the run's
         # heartbeat) on a busy machine: wait until its backends are gone
         wait_for(lambda: _other_backends(db_url) == 0, 60, "the workers' backends to end")

@@ -15,7 +15,6 @@ import base64
 import contextlib
 import dataclasses
 import datetime
-import ipaddress
 import json
 import ssl
 import tempfile
@@ -25,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from tls import loopback_certificate
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
@@ -41,43 +42,6 @@ class Request:
         return self.method in WRITES
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1, its own CA, and its key."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "blackhole")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=6))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "proxy.crt", folder / "proxy.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
-
-
 class Blackhole:
     """Run with ``start()``/``stop()`` (or ``running``); ``requests`` is what it forwarded."""
 
@@ -90,7 +54,8 @@ class Blackhole:
         ca = self._folder / "upstream-ca.crt"
         ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
         self._upstream = ssl.create_default_context(cafile=str(ca))
-        cert, key = _self_signed(self._folder)
+        made = loopback_certificate(self._folder)
+        cert, key = made.cert_file, made.key_file
         self._cert = cert
         self._server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self._server.load_cert_chain(cert, key)

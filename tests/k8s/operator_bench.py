@@ -32,6 +32,9 @@ EXAMPLE = ROOT / "examples" / "run.yaml"
 RELEASE = "ferryman"
 SERVICE_ACCOUNT = "ferryman-operator"
 LEASE = "ferryman-operator"
+DESTINATION_SCHEMAS = "public,sales"
+"""Where mappings may write: the demo CRM's tables and the example application's schema
+(examples/apps/sales), as an installation running that application allows."""
 
 
 def install_crd(cp: Any) -> None:
@@ -165,6 +168,7 @@ class Bench:
             "FERRYMAN_OPERATOR_STATUS_INTERVAL": "1",
             "FERRYMAN_OPERATOR_POOL_INTERVAL": "1",
             "FERRYMAN_SEALING_KEY_FILE": str(self.sealing_key),
+            "FERRYMAN_OPERATOR_DESTINATION_SCHEMAS": DESTINATION_SCHEMAS,
             **env,
         }
         process = Process(
@@ -218,6 +222,7 @@ class Bench:
             "FERRYMAN_DATABASE_URL": self.db_url,
             "FERRYMAN_SEALING_KEY_FILE": str(self.sealing_key),
             "FERRYMAN_POLL_INTERVAL": "1",
+            "FERRYMAN_DESTINATION_SCHEMAS": DESTINATION_SCHEMAS,
         }
         started = [
             Process(
@@ -243,7 +248,7 @@ class Bench:
         self,
         token: str,
         name: str = "democrm-token",
-        hosts: str | None = "127.0.0.1",
+        hosts: str | None = "http://127.0.0.1:*",
         namespace: str | None = None,
     ) -> None:
         """Create (or replace) the Secret in the run's namespace (or ``namespace``), bound to

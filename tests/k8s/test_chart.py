@@ -388,6 +388,30 @@ def test_a_plaintext_credential_in_extra_env_is_refused(controlplane: Any) -> No
     assert "extraEnv" in error
 
 
+def test_the_workers_take_only_sealed_credentials_and_extra_env_cannot_change_it(
+    controlplane: Any, render: Callable[..., list[dict[str, Any]]]
+) -> None:
+    [worker] = only(render(), "Deployment", "fm-ferryman-worker")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert env_of(worker)["FERRYMAN_LOCAL_CREDENTIALS"] == "false"
+    assert env_of(worker)["FERRYMAN_SOURCE_MAX_RESPONSE_BYTES"] == str(64 * 2**20)
+    assert env_of(worker)["FERRYMAN_SOURCE_TIMEOUT"] == "30"
+    [operator] = only(render(), "Deployment", "fm-ferryman-operator")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    protected = env_of(operator)["FERRYMAN_OPERATOR_PROTECTED_SECRETS"].split(",")
+    assert protected == ["ns1/ferryman-database", "ns1/fm-ferryman-sealing-key"]
+    error = refusal(
+        controlplane,
+        "--set",
+        "extraEnv[0].name=FERRYMAN_LOCAL_CREDENTIALS",
+        "--set",
+        "extraEnv[0].value=true",
+    )
+    assert "extraEnv" in error
+
+
 def test_the_workers_have_no_api_rights_and_no_token(
     render: Callable[..., list[dict[str, Any]]],
 ) -> None:
@@ -435,6 +459,50 @@ def test_the_allow_list_of_source_urls_reaches_the_operator_only_when_given(
     assert (
         given["FERRYMAN_OPERATOR_ALLOWED_SOURCE_URLS"] == "https://*.hubapi.com,http://10.0.0.7:*"
     )
+
+
+def test_the_defaults_let_mappings_write_only_scoped_tables_of_public(
+    render: Callable[..., list[dict[str, Any]]],
+) -> None:
+    """The operator (at admission) and the workers (before each write) get the same
+    destinations; with the defaults, the safe ones."""
+
+    def envs(*values: str) -> list[dict[str, Any]]:
+        objects = render(*values)
+        found = []
+        for name in ("fm-ferryman-operator", "fm-ferryman-worker"):
+            [container] = only(objects, "Deployment", name)["spec"]["template"]["spec"][
+                "containers"
+            ]
+            found.append(env_of(container))
+        return found
+
+    operator, worker = envs()
+    for env, prefix in ((operator, "FERRYMAN_OPERATOR_"), (worker, "FERRYMAN_")):
+        assert env[f"{prefix}DESTINATION_SCHEMAS"] == "public"
+        assert env[f"{prefix}DESTINATION_TABLES"] == ""
+        assert env[f"{prefix}DESTINATION_UNSCOPED"] == "false"
+    operator, worker = envs(
+        "--set", "destinations.schemas={public,sales}", "--set", "destinations.tables={app.t}"
+    )
+    assert operator["FERRYMAN_OPERATOR_DESTINATION_SCHEMAS"] == "public,sales"
+    assert worker["FERRYMAN_DESTINATION_SCHEMAS"] == "public,sales"
+    assert worker["FERRYMAN_DESTINATION_TABLES"] == "app.t"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "destinations.tables={public.ferryman_runs}",
+        "destinations.schemas={pg_catalog}",
+        "destinations.schemas={information_schema}",
+        "destinations.schemas={Public}",
+    ],
+)
+def test_the_values_never_let_mappings_write_ferrymans_or_postgresqls_tables(
+    controlplane: Any, value: str
+) -> None:
+    assert "destinations" in refusal(controlplane, "--set", value)
 
 
 def test_workers_stop_gracefully_and_are_probed(

@@ -169,8 +169,8 @@ def release(node: Any) -> Iterator[Release]:
 
 
 def crm_host(crm: DemoCRM) -> str:
-    """The demo CRM's host:port: what a Secret of its token is bound to."""
-    return crm.url.split("://", 1)[1].rstrip("/")
+    """The demo CRM's scheme, host and port: what a Secret of its token is bound to."""
+    return crm.url.rstrip("/")
 
 
 def secret_for(plane: Any, namespace: str, token: str, hosts: str, create: bool = True) -> None:

@@ -177,7 +177,7 @@ def test_the_example_runs_through_the_operator_with_its_migration_provider(
     _configmaps(plane, namespace)
     token = _reader_token(plane, namespace)
     _trust(plane, monkeypatch)
-    world.secret(token, name="kubernetes", hosts="127.0.0.1")
+    world.secret(token, name="kubernetes", hosts="127.0.0.1:*")  # https, the API server's port
     world.apply(yaml.safe_load((EXAMPLE / "provider.yaml").read_text()))
     run = _example_run(plane.server, namespace)
     run["metadata"] = {"name": run["metadata"]["name"]}  # the test's namespace, not default

@@ -65,7 +65,7 @@ def test_a_run_writes_the_sources_records_into_the_app_from_the_snapshot_it_was_
     server = start_json_server(organizations=30)
     with connect.connect(db_url) as conn:
         conn.execute(SCHEMA)  # the application's own migration
-    world.secret("unused", name="jsonserver", hosts="127.0.0.1")
+    world.secret("unused", name="jsonserver", hosts="http://127.0.0.1:*")
     world.apply(PROVIDER)
     world.apply(MAPPING)
     world.operator()
@@ -110,7 +110,7 @@ def test_a_run_writes_the_sources_records_into_the_app_from_the_snapshot_it_was_
 
 def test_what_a_run_names_must_exist_in_its_namespace_and_fit(world: Bench) -> None:
     """Each refusal names what is missing or wrong and how to fix it; nothing is admitted."""
-    world.secret("unused", name="jsonserver", hosts="127.0.0.1")
+    world.secret("unused", name="jsonserver", hosts="http://127.0.0.1:*")
     world.operator()
     source = {**RUN["spec"]["source"], "baseURL": NOWHERE}
     world.apply(
@@ -169,7 +169,7 @@ def test_a_run_naming_a_kind_its_provider_lacks_is_refused_before_it_waits(world
     spec.kinds, the unknown kind, the provider's kinds and the fix), nothing admitted for them;
     the MigrationProvider given the kind, its run is admitted without being retried."""
     world.secret("unused")
-    world.secret("unused", name="jsonserver", hosts="127.0.0.1")
+    world.secret("unused", name="jsonserver", hosts="http://127.0.0.1:*")
     world.apply(PROVIDER)
     world.operator()
     orgs = ["organizations"]
@@ -230,7 +230,7 @@ def test_a_run_refused_for_what_it_names_is_admitted_once_each_exists(
     server = start_json_server(organizations=30)
     with connect.connect(db_url) as conn:
         conn.execute(SCHEMA)  # the application's own migration
-    world.secret("unused", name="jsonserver", hosts="127.0.0.1")
+    world.secret("unused", name="jsonserver", hosts="http://127.0.0.1:*")
     world.operator()
     world.workers(2)
     world.apply(_run("early", server.url))
@@ -302,7 +302,7 @@ def test_the_pocketbase_example_runs_through_the_operator_with_its_migration_pro
     run as is, no mapping: the landing table): every record PocketBase counts, written once."""
     server = start_pocketbase(organizations=20)
     token = server.tokens["user"]
-    world.secret(token, name="pocketbase", hosts="127.0.0.1")
+    world.secret(token, name="pocketbase", hosts="http://127.0.0.1:*")
     world.apply(yaml.safe_load((EXAMPLES / "sources/pocketbase/provider.yaml").read_text()))
     run = yaml.safe_load((EXAMPLES / "sources/pocketbase/run.yaml").read_text())
     run["metadata"] = {"name": run["metadata"]["name"]}  # the test's namespace, not default

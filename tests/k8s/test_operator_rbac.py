@@ -79,3 +79,59 @@ def test_every_rule_says_why(tmp_path: Path) -> None:
             assert lines[number - 1].strip().startswith("#"), (
                 f"rule at line {number + 1} has no comment"
             )
+
+
+@pytest.fixture(scope="module")
+def confined(controlplane: Any) -> Iterator[tuple[str, str]]:
+    """The chart's operator RBAC with operator.secretNamespaces = [a tenant's namespace] (its
+    own release name, so its cluster-wide objects are its own): the release's and the tenant's
+    namespaces."""
+    suffix = uuid.uuid4().hex[:6]
+    release, tenant = f"guarded-{suffix}", f"tenant-{suffix}"
+    for namespace in (release, tenant):
+        controlplane.kubectl("create", "namespace", namespace)
+    rendered = controlplane.helm(
+        "template", "guarded", str(operator_bench.CHART), "--namespace", release,
+        "--show-only", "templates/operator-rbac.yaml",
+        "--set", f"operator.secretNamespaces={{{tenant}}}",
+    ).stdout  # fmt: skip
+    controlplane.kubectl("apply", "-f", "-", input=rendered)
+    controlplane.kubectl("create", "serviceaccount", "guarded-ferryman-operator", "-n", release)
+    yield release, tenant
+    controlplane.kubectl("delete", "-f", "-", "--wait=false", input=rendered, check=False)
+    for namespace in (release, tenant):
+        controlplane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+@pytest.mark.parametrize(
+    ("resource", "where", "allowed"),
+    [
+        ("secrets/democrm-token", "TENANT", True),
+        ("secrets/ferryman-database", "RELEASE", False),
+        ("secrets/guarded-ferryman-sealing-key", "RELEASE", False),
+        ("secrets/democrm-token", "elsewhere", False),
+    ],
+)
+def test_listed_secret_namespaces_confine_the_operators_secret_reads_to_them(
+    controlplane: Any, confined: tuple[str, str], resource: str, where: str, allowed: bool
+) -> None:
+    release, tenant = confined
+    subject = f"system:serviceaccount:{release}:guarded-ferryman-operator"
+    namespace = {"TENANT": tenant, "RELEASE": release}.get(where, where)
+    answer = controlplane.kubectl(
+        "auth", "can-i", "get", resource, "-n", namespace, "--as", subject, check=False
+    )
+    assert answer.stdout.strip() == ("yes" if allowed else "no"), answer.stderr
+
+
+def test_by_default_the_grant_is_cluster_wide_and_covers_the_release_namespace(
+    controlplane: Any, release: str
+) -> None:
+    """What RBAC cannot subtract, and why the operator refuses a run naming the installation's
+    own Secrets (test_operator_tenancy)."""
+    subject = f"system:serviceaccount:{release}:{operator_bench.SERVICE_ACCOUNT}"
+    answer = controlplane.kubectl(
+        "auth", "can-i", "get", "secrets/ferryman-database", "-n", release, "--as", subject,
+        check=False,
+    )  # fmt: skip
+    assert answer.stdout.strip() == "yes"

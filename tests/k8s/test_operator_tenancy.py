@@ -56,8 +56,8 @@ def test_an_intruder_gets_neither_a_tenants_token_nor_its_workspace(
     world: Bench, intruder: Bench, db_url: str
 ) -> None:
     with DemoCRM.start(**DATA) as crm, listening({"*": (200, {}, b"{}")}) as trap:
-        crm_host = crm.url.split("://", 1)[1].rstrip("/")
-        world.secret(crm.api_key, hosts=crm_host)  # tenant A's, bound to the CRM's host:port
+        crm_host = crm.url.rstrip("/")
+        world.secret(crm.api_key, hosts=crm_host)  # tenant A's, bound to the CRM's http, host, port
         intruder.secret("intruders-own-key", name="own-token")
         world.operator()
         world.workers(2)
@@ -124,7 +124,7 @@ def test_a_base_url_outside_the_installations_allow_list_is_refused_naming_it(
         DemoCRM.start(seed=13, organizations=10, people=0, deals=0) as crm,
         listening({"*": (200, {}, b"{}")}) as trap,
     ):
-        world.secret(crm.api_key, hosts="127.0.0.1")  # bound to both listeners' host
+        world.secret(crm.api_key, hosts="http://127.0.0.1:*")  # both listeners' host, any port
         world.operator(FERRYMAN_OPERATOR_ALLOWED_SOURCE_URLS=f"https://*.example.com,{crm.url}")
         world.workers(1)
         world.apply(run_manifest("elsewhere", trap.url, workspace="acme-2"))
@@ -155,7 +155,7 @@ def test_a_token_across_the_200th_character_of_an_error_body_shows_nowhere(
     body = ("x" * 190 + token + " was refused").encode()  # the token straddles character 200
     operator_port, worker_port = free_port(), free_port()
     with listening({"*": (400, {"Content-Type": "text/plain"}, body)}) as source:
-        world.secret(token, hosts=f"127.0.0.1:{source.port}")
+        world.secret(token, hosts=f"http://127.0.0.1:{source.port}")
         world.operator(FERRYMAN_OPERATOR_METRICS_PORT=str(operator_port))
         world.workers(1, ports=[worker_port])
         world.apply(run_manifest("refused", source.url))
@@ -230,7 +230,7 @@ def test_a_token_url_is_held_to_the_secrets_binding_and_the_allow_list_like_the_
     with crm:
         port = crm.url.rsplit(":", 1)[1]
         login = f"http://localhost:{port}/oauth/token"
-        _oauth_secret(world, "127.0.0.1")
+        _oauth_secret(world, "http://127.0.0.1:*")
         world.apply(_oauth_provider("crm", login))
         world.apply(_oauth_provider("far", "http://localhost:9/oauth/token"))
         allowed = f"http://127.0.0.1:*,http://localhost:{port}"
@@ -244,7 +244,7 @@ def test_a_token_url_is_held_to_the_secrets_binding_and_the_allow_list_like_the_
         self_bound = _refusal(world, "self-bound")
         before = dict(httpx.get(f"{crm.url}/_oauth").json())
 
-        _oauth_secret(world, f"127.0.0.1,localhost:{port}")
+        _oauth_secret(world, f"http://127.0.0.1:*,http://localhost:{port}")
         world.cp.kubectl("annotate", "mrun", "login", "-n", world.namespace, "ferryman.dev/retry=1")
         taken = lambda: world.status("login").get("lastRetry") == "1"  # noqa: E731
         eventually(taken, 30, "the retry to be taken")
@@ -253,13 +253,13 @@ def test_a_token_url_is_held_to_the_secrets_binding_and_the_allow_list_like_the_
 
     assert unbound["reason"] == "CredentialNotBound"
     assert unbound["message"].startswith(
-        f"spec.auth.oauth2.tokenUrl of provider 'crm': localhost:{port} is not a host Secret "
-        f"'crm-oauth' in namespace '{world.namespace}' is bound to (ferryman.dev/hosts: "
-        "127.0.0.1)"
+        f"spec.auth.oauth2.tokenUrl of provider 'crm': http://localhost:{port} is not a host"
+        f" Secret 'crm-oauth' in namespace '{world.namespace}' is bound to (ferryman.dev/hosts: "
+        "http://127.0.0.1:*)"
     )
     assert (
         f"kubectl annotate --overwrite secret crm-oauth -n {world.namespace} "
-        f"ferryman.dev/hosts=127.0.0.1,localhost:{port}`"
+        f"ferryman.dev/hosts=http://127.0.0.1:*,http://localhost:{port}`"
     ) in unbound["message"]
     assert far["reason"] == "SourceNotAllowed"
     assert far["message"].startswith(
@@ -276,3 +276,78 @@ def test_a_token_url_is_held_to_the_secrets_binding_and_the_allow_list_like_the_
     with contract.connect(db_url) as conn:
         names = sorted(p.name for p in contract.progress(conn))
     assert names == [f"{world.namespace}/login"]  # the others were never admitted
+
+
+def test_a_run_naming_the_installations_own_secret_is_refused_and_nothing_is_sent(
+    world: Bench,
+) -> None:
+    """The chart's database Secret lives in the release's namespace, which the operator's
+    cluster-wide grant covers; a run there naming it (bound to the intruder's listener, as whoever
+    may create Secrets' annotations there could) must not have it read and sent."""
+    database_url = "postgresql://ferryman:db-passw0rd@db.internal/ferryman"
+    with listening({"*": (200, {}, b'{"data": [], "more": false}')}) as trap:
+        world.secret(database_url, name="ferryman-database", hosts=trap.url)
+        own = f"{world.namespace}/ferryman-database,{world.namespace}/ferryman-sealing-key"
+        world.operator(FERRYMAN_OPERATOR_PROTECTED_SECRETS=own)
+        world.workers(1)
+        manifest = run_manifest("steal-db", trap.url)
+        manifest["spec"]["source"]["credentialsSecretRef"]["name"] = "ferryman-database"
+        world.apply(manifest)
+        refused = _refusal(world, "steal-db")
+    assert trap.received == []
+    assert refused["reason"] == "CredentialForbidden"
+    assert (
+        f"Secret 'ferryman-database' in namespace '{world.namespace}' is one of the"
+        in (refused["message"])
+    )
+    assert "db-passw0rd" not in json.dumps(world.get("steal-db"))
+
+
+def test_a_mapping_into_ferrymans_tables_or_another_workspace_is_refused_at_admission(
+    world: Bench, intruder: Bench
+) -> None:
+    """The operator's admission holds every MigrationMapping to the installation's destinations
+    and to the run's own workspace: nothing is admitted, so no worker writes anything."""
+    intruder.secret("intruders-own-key")
+    world.operator()
+    columns = {"name": {"field": "/name"}, "workspace": {"value": "acme"}}
+    mappings = {
+        "runs": {"organizations": {"table": "ferryman_runs", "columns": columns}},
+        "planted": {
+            "organizations": {
+                "table": "crm_organizations",
+                "workspaceColumn": "workspace",
+                "columns": {**columns, "source_id": {"field": "/id"}},
+            }
+        },
+    }
+    for name, kinds in mappings.items():
+        intruder.apply(
+            {
+                "apiVersion": "ferryman.dev/v1alpha1",
+                "kind": "MigrationMapping",
+                "metadata": {"name": name},
+                "spec": {"provider": "democrm", "kinds": kinds},
+            }
+        )
+        intruder.apply(
+            run_manifest(
+                name,
+                "http://127.0.0.1:1",
+                workspace=f"loot-{name}",
+                kinds=["organizations"],
+                mapping={"name": name},
+            )
+        )
+    into_runs = _refusal(intruder, "runs")
+    assert into_runs["reason"] == "MappingInvalid"
+    assert (
+        "kinds.organizations.table: public.ferryman_runs is one of ferryman's own"
+        in (into_runs["message"])
+    )
+    planted = _refusal(intruder, "planted")
+    assert planted["reason"] == "MappingInvalid"
+    assert (
+        "kinds.organizations: columns.workspace: the workspace column is mapped"
+        in (planted["message"])
+    )

@@ -5,6 +5,7 @@ takes as it is, the credential sent to the probed host only."""
 from __future__ import annotations
 
 import pathlib
+import re
 import subprocess
 import sys
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from runfiles import command_env
-from source_servers import Running
+from source_servers import ORGANIZATIONS, Running
 from tests.democrm.server_fixture import DemoCRM
 
 from ferryman_worker.providers.declarative import spec
@@ -43,13 +44,46 @@ def _suggested(out: str) -> tuple[dict[str, Any], list[str]]:
 
 
 def test_json_server_pages_suggest_its_link_header_and_total_count(json_server: Running) -> None:
-    pagination, notes = _suggested(_probe(f"{json_server.url}/organizations?_page=1&_limit=50"))
+    out = _probe(f"{json_server.url}/organizations?_page=1&_limit=50")
+    pagination, notes = _suggested(out)
     assert pagination == {
         "style": "link_header",
         "sizeParam": "_limit",
         "stop": {"totalHeader": "X-Total-Count"},
     }
     assert any("style: page_number" in note and "pageParam: _page" in note for note in notes)
+    assert yaml.safe_load(out)["request"] == {"path": "/organizations", "query": {"_page": "1"}}
+    assert any("request.query keeps _page from the probed URL" in note for note in notes)
+
+
+def test_json_servers_suggestion_used_as_printed_walks_the_whole_listing(
+    json_server: Running, tmp_path: pathlib.Path
+) -> None:
+    suggested = yaml.safe_load(_probe(f"{json_server.url}/organizations?_page=1&_limit=50"))
+    kind = {**suggested, "fields": {"id": {"type": "integer", "required": True}}}
+    provider = tmp_path / "probed.yaml"
+    provider.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "ferryman.dev/v1alpha1",
+                "kind": "MigrationProvider",
+                "metadata": {"name": "probed"},
+                "spec": {"auth": {"style": "none"}, "kinds": {"organizations": kind}},
+            }
+        )
+    )
+    argv = ["provider", "sample", str(provider), "--kind", "organizations"]
+    argv += ["--base-url", json_server.url, "--pages", "1000", "--page-size", "100"]
+    done = subprocess.run(
+        [sys.executable, "-m", "ferryman_worker.cli", *argv],
+        env=command_env(None),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    pages = re.findall(r"^page \d+ \(token .*\): (\d+) records", done.stdout, re.M)
+    assert sum(int(n) for n in pages) == ORGANIZATIONS
 
 
 def test_json_server_offsets_suggest_offset_paging(json_server: Running) -> None:

@@ -225,3 +225,23 @@ def test_tree_kinds_walk_pocketbase_text_ids_and_land_every_child_once_with_its_
         parents = [p for t in tasks if t["kind"] == kind for p in t["cursor"]["parents"]]
         assert sorted(parents) == sorted(served[parent]), kind
     assert {task["status"] for task in tasks} == {"done"}
+
+
+def test_a_tree_parent_whose_listing_ends_before_its_stated_total_fails_the_run(
+    start_pocketbase: StartServer, tmp_path: pathlib.Path, db_url: str
+) -> None:
+    """People listed per organization, three a page, at most one page (``maxPages: 1``): an
+    organization with more people than that ends its listing short of PocketBase's
+    ``totalPages``, and the run fails naming the parent, the rule and the fix."""
+    server = start_pocketbase(organizations=40)
+    kinds = _pocketbase_tree()
+    kinds.pop("deals")
+    kinds["people"]["pagination"].setdefault("stop", {})["maxPages"] = 1
+    options = {"pageSize": 3, "parentsPerTask": 7}
+    run, provider = _files("pocketbase", server.url, tmp_path, kinds, options)
+    out = ferryman_run(run, provider, db_url, "pocketbase", server.tokens["user"], exit_code=1)
+    (found,) = _rows(db_url, "SELECT state, error FROM ferryman_runs")
+    assert found["state"] == "failed" and "Failed" in out
+    assert "ListingShort: people of organizations " in found["error"]
+    assert "the listing ended on the declared maximum of 1 pages" in found["error"]
+    assert "raise the kind's stop.maxPages" in found["error"]

@@ -21,12 +21,21 @@ PAGING: dict[str, tuple[str, dict[str, Any]]] = {
             "pageParam": "page",
             "sizeParam": "per_page",
             "totalPages": "pagination.total_pages",
+            "stop": {"total": "pagination.total_items"},
         },
     ),
-    "link_header": ("link", {"style": "link_header", "sizeParam": "limit"}),
+    "link_header": (
+        "link",
+        {"style": "link_header", "sizeParam": "limit", "stop": {"totalHeader": "X-Total-Count"}},
+    ),
     "next_url": (
         "next_url",
-        {"style": "next_url", "next": "pagination.next", "sizeParam": "limit"},
+        {
+            "style": "next_url",
+            "next": "pagination.next",
+            "sizeParam": "limit",
+            "stop": {"total": "pagination.total"},
+        },
     ),
     "cursor": (
         "cursor",
@@ -35,6 +44,7 @@ PAGING: dict[str, tuple[str, dict[str, Any]]] = {
             "param": "cursor",
             "next": "pagination.next_cursor",
             "sizeParam": "limit",
+            "stop": {"total": "pagination.total"},
         },
     ),
     "keyset": (
@@ -44,12 +54,13 @@ PAGING: dict[str, tuple[str, dict[str, Any]]] = {
             "key": "id",
             "param": "after_id",
             "sizeParam": "limit",
-            "stop": {"more": "pagination.more"},
+            "stop": {"more": "pagination.more", "total": "pagination.total"},
         },
     ),
     "single": ("all", {"style": "single"}),
 }
-"""Per pagination style: the demo CRM's ``paging`` value and the kinds' pagination."""
+"""Per pagination style: the demo CRM's ``paging`` value and the kinds' pagination (with the
+total the demo CRM states in that style, so each walk is reconciled with it)."""
 
 STYLES = ("offset", *PAGING)
 """Every style; ``offset`` is the built-in provider itself."""

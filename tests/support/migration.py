@@ -4,6 +4,7 @@ check of a destination against the demo CRM's ground truth."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import pathlib
@@ -16,6 +17,7 @@ from ferryman_worker import contract
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs
 from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
+from ferryman_worker.engine.credentials import Credential, Sealer
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime, credential_env_var
 from ferryman_worker.queue.worker import Worker
 from ferryman_worker.runspec import RunOptions
@@ -59,6 +61,20 @@ def request(
     )
 
 
+def sealed(
+    plain: runs.RunRequest, key_file: pathlib.Path, credential: Credential
+) -> runs.RunRequest:
+    """``plain`` as a run of namespace tenant-a the operator admitted: its credential (a
+    Secret ``crm`` there) sealed with the key in ``key_file``."""
+    return dataclasses.replace(
+        plain,
+        name="tenant-a/run-1",
+        credential={"name": "crm", "key": "token", "namespace": "tenant-a"},
+        namespace="tenant-a",
+        sealed=runs.Sealed(credential.hosts, Sealer(key_file.read_bytes()).seal(credential)),
+    )
+
+
 @contextlib.contextmanager
 def credential(api_key: str) -> Iterator[None]:
     variable = credential_env_var(SECRET["name"], SECRET["key"])
@@ -76,6 +92,7 @@ def engine_worker(db_url: str, lanes: str = "migrations:4", **settings: Any) -> 
         source_timeout=config.source_timeout,
         sealing_key_file=config.sealing_key_file,
         database_url=db_url,
+        max_response_bytes=config.source_max_response_bytes,
     )
     worker = Worker(config, db_url, resources={RESOURCE: runtime})
     worker.start()

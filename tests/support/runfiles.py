@@ -58,11 +58,16 @@ def command_env(api_key: str | None, **variables: str) -> dict[str, str]:
 
 
 def ferryman_run(
-    path: pathlib.Path, provider_file: pathlib.Path, db_url: str, secret: str, token: str
+    path: pathlib.Path,
+    provider_file: pathlib.Path,
+    db_url: str,
+    secret: str,
+    token: str,
+    exit_code: int = 0,
 ) -> str:
     """``ferryman run`` of the MigrationRun file ``path`` with the declarative provider
     ``provider_file``, its credential (Secret ``secret``, key token) ``token``; asserts that it
-    ended well and returns what it printed."""
+    exited with ``exit_code`` (0: the run succeeded) and returns what it printed."""
     env = command_env(
         None,
         FERRYMAN_DATABASE_URL=db_url,
@@ -74,5 +79,5 @@ def ferryman_run(
          "--provider-file", str(provider_file)],
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == exit_code, proc.stdout + proc.stderr
     return proc.stdout

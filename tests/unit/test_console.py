@@ -9,7 +9,7 @@ from typing import Any
 from runprogress import run_progress
 
 from ferryman_worker import console
-from ferryman_worker.contract import RunProgress, RunState
+from ferryman_worker.contract import KindVerdict, RunProgress, RunState
 
 NOW = datetime.datetime(2026, 1, 1, 12, tzinfo=datetime.UTC)
 
@@ -43,6 +43,12 @@ def test_rate_and_eta_come_from_the_active_time_not_the_wall_clock() -> None:
 def test_a_page_kind_being_listed_has_no_eta_of_its_own() -> None:
     (line,) = console.kind_lines([_kind("people", 1, 10, 4, 2000, 20.0)], 1, NOW)
     assert line.rstrip().endswith("listing")  # its last page is not known: no figure
+
+
+def test_a_page_kind_whose_source_states_its_total_shows_how_much_of_it_is_listed() -> None:
+    row = {**_kind("people", 1, 10, 4, 2000, 20.0), "stated_total": 9000, "listed": 2000}
+    (line,) = console.kind_lines([row], 1, NOW)
+    assert line.rstrip().endswith("listed 2,000 of 9,000")
 
 
 def test_a_later_phase_waits_and_a_finished_kind_is_done() -> None:
@@ -80,8 +86,22 @@ def test_the_summary_reports_active_seconds_and_rate() -> None:
         "TASKS",
         "SECONDS",
         "ROWS/S",
+        "VERDICT",
     ]
-    assert lines[2].split() == ["organizations", "900", "0", "0", "3", "3.0", "300"]
+    assert lines[2].split() == ["organizations", "900", "0", "0", "3", "3.0", "300", "-"]
+
+
+def test_the_summary_shows_each_kinds_verdict_and_a_kind_with_nothing_to_walk() -> None:
+    verdicts = (
+        KindVerdict("organizations", "reconciled", 900, 900, "listed 900, the source states 900"),
+        KindVerdict("messages", "unverified", None, None, "no parents were written"),
+    )
+    run = dataclasses.replace(_run(), verdicts=verdicts)
+    lines = console.summary(run, [_kind("organizations", 0, 3, 3, 900, 3.0)], NOW)
+    assert lines[2].split()[-1] == "reconciled"
+    assert lines[3].split() == ["messages", "0", "0", "0", "0", "0.0", "0", "unverified"]
+    assert "  organizations: reconciled: listed 900, the source states 900" in lines
+    assert "  messages: unverified: no parents were written" in lines
 
 
 def test_the_summary_points_at_the_row_errors_when_rows_were_not_written() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import pathlib
 import urllib.parse
 
 import httpx
@@ -13,46 +14,85 @@ from ferryman_worker.engine import auth
 from ferryman_worker.engine.credentials import (
     Credential,
     HostNotBound,
+    NotAllowed,
     Sealer,
-    host_matches,
+    local_file,
     parse_hosts,
     redact,
+    url_host,
 )
 from ferryman_worker.engine.runtime import credential_env_var
-from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.errors import ConfigurationError, CredentialRefused
 from ferryman_worker.providers import AuthStyle, OAuth2
 
 
 @pytest.mark.parametrize(
-    ("pattern", "host", "port", "matches"),
+    ("pattern", "url", "matches"),
     [
-        ("api.example.com", "api.example.com", 443, True),
-        ("API.example.com", "api.EXAMPLE.com", 80, True),
-        ("api.example.com", "api.example.com.evil.net", 443, False),
-        ("api.example.com", "evilapi.example.com", 443, False),
-        ("*.example.com", "eu.api.example.com", 443, True),
-        ("*.example.com", "example.com", 443, False),
-        ("*.example.com", "example.com.evil.net", 443, False),
-        ("*.example.com", "notexample.com", 443, False),
-        ("crm.internal:8080", "crm.internal", 8080, True),
-        ("crm.internal:8080", "crm.internal", 8081, False),
-        ("127.0.0.1", "127.0.0.1", 5000, True),
+        ("api.example.com", "https://api.example.com", True),
+        ("API.example.com", "https://api.EXAMPLE.com:443", True),
+        ("api.example.com", "http://api.example.com", False),  # a binding is https by default
+        ("api.example.com", "https://api.example.com:8443", False),  # on 443 by default
+        ("api.example.com", "https://api.example.com.evil.net", False),
+        ("api.example.com", "https://evilapi.example.com", False),
+        ("*.example.com", "https://eu.api.example.com", True),
+        ("*.example.com", "https://example.com", False),
+        ("*.example.com", "https://example.com.evil.net", False),
+        ("*.example.com", "https://notexample.com", False),
+        ("crm.internal:8080", "https://crm.internal:8080", True),
+        ("crm.internal:8080", "http://crm.internal:8080", False),
+        ("crm.internal:8080", "https://crm.internal:8081", False),
+        ("http://crm.internal:8080", "http://crm.internal:8080", True),
+        ("http://crm.internal", "http://crm.internal", True),
+        ("http://crm.internal", "http://crm.internal:8080", False),
+        ("http://127.0.0.1:*", "http://127.0.0.1:5000", True),
+        ("http://127.0.0.1:*", "https://127.0.0.1:5000", False),
+        ("https://api.example.com", "https://api.example.com", True),
     ],
 )
-def test_host_patterns(pattern: str, host: str, port: int, matches: bool) -> None:
-    assert host_matches(pattern, host, port) is matches
+def test_a_binding_means_scheme_host_and_port(pattern: str, url: str, matches: bool) -> None:
+    assert Credential({"token": "t"}, (pattern,)).allows(url) is matches
 
 
 def test_a_credential_allows_only_its_hosts_and_only_http() -> None:
-    credential = Credential({"token": "t"}, parse_hosts("api.example.com, *.crm.io  x.test:81"))
-    assert credential.hosts == ("api.example.com", "*.crm.io", "x.test:81")
+    hosts = parse_hosts("api.example.com, http://*.crm.io:*  x.test:81")
+    credential = Credential({"token": "t"}, hosts)
+    assert credential.hosts == ("api.example.com", "http://*.crm.io:*", "x.test:81")
     assert credential.allows("https://api.example.com/v1/things?x=1")
     assert credential.allows("http://eu.crm.io:9000/")
-    assert credential.allows("http://x.test:81/")
-    assert not credential.allows("http://x.test/")  # port 80
+    assert credential.allows("https://x.test:81/")
+    assert not credential.allows("https://x.test/")  # port 443
     assert not credential.allows("https://user@evil.net/?h=api.example.com")
     assert not credential.allows("ftp://api.example.com/")
     assert not Credential({"token": "t"}, ()).allows("https://api.example.com/")
+
+
+@pytest.mark.parametrize(
+    ("url", "short"),
+    [
+        ("https://API.example.com/v1", "api.example.com"),
+        ("https://api.example.com:8443", "api.example.com:8443"),
+        ("http://crm.internal", "http://crm.internal:80"),
+        ("http://127.0.0.1:5000/x", "http://127.0.0.1:5000"),
+    ],
+)
+def test_the_binding_of_a_url_is_exactly_its_scheme_host_and_port(url: str, short: str) -> None:
+    assert url_host(url) == short
+    assert Credential({"token": "t"}, (short,)).allows(url)
+
+
+def test_the_installations_allow_list_sealed_with_the_credential_holds_every_request() -> None:
+    credential = Credential(
+        {"token": "t"}, ("*.example.com",), allowed=("https://api.example.com/v1",)
+    )
+    credential.guard(httpx.Request("GET", "https://api.example.com/v1/things"))
+    with pytest.raises(NotAllowed) as caught:
+        credential.guard(httpx.Request("GET", "https://other.example.com/v1/things"))
+    assert "allowedSourceURLs (https://api.example.com/v1)" in str(caught.value)
+    with pytest.raises(NotAllowed):
+        credential.guard(httpx.Request("GET", "https://api.example.com/v2"))
+    sealer = Sealer(Fernet.generate_key())
+    assert sealer.unseal(sealer.seal(credential)).allowed == credential.allowed
 
 
 def test_the_guard_refuses_an_unbound_request_naming_the_binding() -> None:
@@ -72,8 +112,8 @@ CLIENT = {"client_id": "c", "client_secret": "s3cr3t-value"}
 @pytest.mark.parametrize(
     ("local", "fix"),
     [
-        (False, "add login.example.com:443 to the annotation ferryman.dev/hosts of its Secret"),
-        (True, "set spec.source.credentialsSecretRef.tokenHost: login.example.com:443 in the run"),
+        (False, "add login.example.com to the annotation ferryman.dev/hosts of its Secret"),
+        (True, "set spec.source.credentialsSecretRef.tokenHost: login.example.com in the run"),
     ],
 )
 def test_a_token_url_off_the_credentials_hosts_is_refused_naming_where_to_bind_it(
@@ -85,7 +125,7 @@ def test_a_token_url_off_the_credentials_hosts_is_refused_naming_where_to_bind_i
         auth.for_credential(style, credential, "https://api.example.com")
     message = str(caught.value)
     assert message.startswith(
-        "spec.auth.oauth2.tokenUrl: login.example.com:443 is not a host the source credential"
+        "spec.auth.oauth2.tokenUrl: login.example.com is not a host the source credential"
         " is bound to (api.example.com)"
     )
     assert fix in message and "s3cr3t" not in message
@@ -155,3 +195,36 @@ def test_a_query_key_is_taken_out_of_the_urls_httpx_logs(
     assert logged and all("people?limit=5&api_key=*** " in line for line in logged), logged
     encoded = {key, urllib.parse.quote(key, ""), urllib.parse.quote_plus(key, "")}
     assert not any(form in line for form in encoded for line in logged)
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "field"),
+    [
+        ("/etc", "passwd", "name"),
+        ("../outside", "token", "name"),
+        ("..", "token", "name"),
+        ("crm/sub", "token", "name"),
+        ("crm", "..", "key"),
+        ("crm", "../../etc/passwd", "key"),
+        ("crm", "/etc/passwd", "key"),
+    ],
+)
+def test_a_credential_file_outside_its_folder_is_refused_naming_the_field(
+    tmp_path: pathlib.Path, name: str, key: str, field: str
+) -> None:
+    with pytest.raises(CredentialRefused) as caught:
+        local_file(tmp_path, name, key)
+    assert f"spec.source.credentialsSecretRef.{field} must be a Secret's" in str(caught.value)
+
+
+def test_a_symbolic_link_out_of_the_folder_is_refused(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "outside").write_text("not a credential")
+    (tmp_path / "credentials" / "crm").mkdir(parents=True)
+    (tmp_path / "credentials" / "crm" / "token").symlink_to(tmp_path / "outside")
+    with pytest.raises(CredentialRefused, match="leads out of the credentials folder"):
+        local_file(tmp_path / "credentials", "crm", "token")
+
+
+def test_a_credential_file_inside_its_folder_is_found(tmp_path: pathlib.Path) -> None:
+    found = local_file(tmp_path, "crm.tokens", "api_key")
+    assert found == tmp_path.resolve() / "crm.tokens" / "api_key"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ferryman_worker import console, eta
 from ferryman_worker.providers import load
 
@@ -81,6 +83,13 @@ def test_a_page_kind_being_listed_is_a_lower_bound_of_its_open_stripes() -> None
     assert part.unknown == (
         "deals: pages left (listed until a short page; the source gives no total)",
     )
+
+
+def test_a_page_kind_whose_source_states_its_total_counts_the_pages_left_from_it() -> None:
+    # 6 pages of 100 listed in 12 s, the source states 2,000: 14 pages left at 2 s each
+    work = dataclasses.replace(deals(8, 6, 600, 12.0), total=2000, listed=600)
+    (part,) = eta.estimate([work], COSTS, None, 2, 3).parts
+    assert (part.seconds, part.tokens, part.unknown) == (28.0, 14 * 20, ())
 
 
 def test_the_run_adds_up_its_phases_and_names_every_unknown_part() -> None:

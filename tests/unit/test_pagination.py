@@ -214,3 +214,22 @@ def test_the_response_policy_says_what_a_status_means() -> None:
     ]  # fmt: skip
     strict = ResponsePolicy(gone=frozenset(), retry=frozenset({409}), fail=frozenset({503}))
     assert [strict.action(s) for s in (404, 409, 503, 502)] == ["fail", "retry", "fail", "retry"]
+
+
+def test_a_listing_past_the_default_bound_fails_naming_the_field_to_declare() -> None:
+    kind = _kind(Cursor())
+    at: paging.Position | None = paging.Position.start(kind)
+    for n in range(2):
+        assert at is not None
+        at = paging.following(
+            kind, at, _reply({"next_cursor": f"c{n}"}), _records(2, n * 2), 2, bound=3
+        )
+    assert at is not None and at.page == 2
+    with pytest.raises(paging.PagingLimit) as caught:
+        paging.following(kind, at, _reply({"next_cursor": "c9"}), _records(2, 9), 2, bound=3)
+    assert "goes on past 3 pages" in str(caught.value)
+    assert "kinds.items.pagination.maxPages" in str(caught.value)
+    assert not caught.value.retryable
+    declared = _kind(Cursor(Stops(max_pages=5)))
+    start = paging.Position(0, 2, "c1")
+    assert paging.following(declared, start, _reply({"next_cursor": "c2"}), _records(2), 2, bound=3)

@@ -219,6 +219,14 @@ def test_options_out_of_bounds_are_refused(field: str, value: int, message: str)
             "spec.source.credentialsSecretRef.key: must be a Secret key",
         ),
         (
+            {"spec__source__credentialsSecretRef__key": ".."},
+            "spec.source.credentialsSecretRef.key: must be a Secret's key, not '.' or '..'",
+        ),
+        (
+            {"spec__source__credentialsSecretRef__name": "../outside"},
+            "spec.source.credentialsSecretRef.name: must be a DNS-1123 subdomain",
+        ),
+        (
             {"spec__source__rateLimit": {"tokensPerSecond": 0, "burst": 1}},
             "spec.source.rateLimit.tokensPerSecond: must be greater than 0; got 0",
         ),
@@ -276,8 +284,8 @@ def test_each_rule_names_its_path_and_the_fix(changes: dict[str, Any], expected:
         (
             {"spec__priority": 3},
             "spec.priority: unknown field; known fields here: "
-            "workspace, source, kinds, mapping, mode, options, suspend, ttlSecondsAfterFinished, "
-            "conflictPolicy",
+            "workspace, source, kinds, mapping, mode, options, errorBudget, suspend, "
+            "ttlSecondsAfterFinished, conflictPolicy",
         ),
         (
             {"specs": {}},
@@ -708,15 +716,17 @@ def test_a_token_host_is_a_host_with_an_optional_port() -> None:
     ref = runspec.parse_run(_token_host("Login.Example.com:8443")).spec.source
     assert ref.credentials_secret_ref.token_host == "login.example.com:8443"
     assert runspec.parse_run(document()).spec.source.credentials_secret_ref.token_host is None
+    plain = runspec.parse_run(_token_host("http://auth.internal:8080")).spec.source
+    assert plain.credentials_secret_ref.token_host == "http://auth.internal:8080"
 
 
 @pytest.mark.parametrize(
-    "host", ["https://login.example.com", "login.example.com/oauth", "*.example.com", "a b", ""]
+    "host", ["ftp://login.example.com", "login.example.com/oauth", "*.example.com", "a b", ""]
 )
 def test_a_token_host_that_is_no_host_is_refused_naming_it(host: str) -> None:
     assert only_problem(_token_host(host)).startswith(
-        "spec.source.credentialsSecretRef.tokenHost: must be a host with an optional port, e.g."
-        " login.example.com"
+        "spec.source.credentialsSecretRef.tokenHost: must be a host with an optional scheme and"
+        " port, e.g. login.example.com"
     )
 
 
@@ -731,3 +741,20 @@ def test_the_operator_refuses_a_token_host_naming_the_secrets_annotation() -> No
         "login.example.com to its ferryman.dev/hosts annotation"
     )
     assert contract.local_binding_refused(runspec.parse_run(document())) is None
+
+
+def test_an_error_budget_is_a_share_for_the_run_and_for_each_kind() -> None:
+    run = runspec.parse_run(document(spec__errorBudget={"share": 0.1, "kinds": {"notes": 1}}))
+    assert (run.spec.error_budget.share, run.spec.error_budget.kinds) == (0.1, {"notes": 1.0})
+    assert runspec.parse_run(VALID).spec.error_budget.share == 0.5  # docs/decisions.md
+
+
+@pytest.mark.parametrize(
+    ("budget", "expected"),
+    [
+        ({"share": 1.5}, "spec.errorBudget.share: must be at most 1"),
+        ({"kinds": {"notes": -0.1}}, "spec.errorBudget.kinds.notes: must be at least 0"),
+    ],
+)
+def test_an_error_budget_out_of_bounds_names_its_path(budget: Any, expected: str) -> None:
+    assert only_problem(document(spec__errorBudget=budget)).startswith(expected)

@@ -102,3 +102,24 @@ def test_a_bad_number_names_its_environment_variable(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("FERRYMAN_POLL_INTERVAL", "-1")
     with pytest.raises(ConfigurationError, match=r"poll_interval \(FERRYMAN_POLL_INTERVAL\)"):
         load()
+
+
+def test_db_shell_hands_psql_the_url_as_libpq_variables_not_arguments() -> None:
+    from ferryman_worker.db import shell
+
+    env = shell.environment("postgresql://ferry:s3cret@db.example:6432/app?sslmode=require")
+    assert env == {
+        "PGUSER": "ferry",
+        "PGPASSWORD": "s3cret",
+        "PGHOST": "db.example",
+        "PGPORT": "6432",
+        "PGDATABASE": "app",
+        "PGSSLMODE": "require",
+    }
+    socket = shell.environment("postgresql://postgres:@/postgres?host=/tmp/pg-x&application_name=f")
+    assert socket == {
+        "PGUSER": "postgres",
+        "PGDATABASE": "postgres",
+        "PGHOST": "/tmp/pg-x",
+        "PGAPPNAME": "f",
+    }

@@ -7,7 +7,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ferryman_worker import __version__, logs, providertool
 from ferryman_worker.errors import FerrymanError
@@ -81,6 +81,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         settings.sync_windows,
         settings.sealing_key_file,
         database_url=url,
+        local_credentials=settings.local_credentials,
+        max_response_bytes=settings.source_max_response_bytes,
+        destinations=settings.destinations,
     )
     try:
         serving = worker.Worker(settings, url, resources={RESOURCE: runtime})
@@ -88,6 +91,29 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         return serving.run_until_signal()
     finally:
         runtime.close()
+
+
+DESTINATION_FLAGS = ("destination_schemas", "destination_tables", "destination_unscoped")
+
+
+def _add_destinations(parser: argparse.ArgumentParser) -> None:
+    """Where mappings may write (FERRYMAN_DESTINATION_*, which these flags override)."""
+    parser.add_argument(
+        "--destination-schemas",
+        metavar="LIST",
+        help="schemas whose tables mappings may write, comma-separated (default: public)",
+    )
+    parser.add_argument(
+        "--destination-tables",
+        metavar="LIST",
+        help="tables (schema.table) mappings may write besides, comma-separated",
+    )
+    parser.add_argument(
+        "--destination-unscoped",
+        action="store_true",
+        default=None,
+        help="let mappings write tables without a workspace column (single-tenant only)",
+    )
 
 
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
@@ -148,8 +174,10 @@ def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_db(args: argparse.Namespace, settings: Settings) -> int:
-    from ferryman_worker.db import connect, migrate
+    from ferryman_worker.db import connect, migrate, shell
 
+    if args.db_command == "shell":
+        return shell.run(database_url(settings), args.psql_args)
     with connect.connect(database_url(settings)) as conn:
         if args.db_command == "migrate":
             applied = migrate.migrate(conn)
@@ -250,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a declarative provider YAML whose metadata.name is the run's spec.source.provider; "
         "it is snapshotted into the run when admitted (a resumed run keeps that definition)",
     )
+    _add_destinations(run)
     run.set_defaults(handler=cmd_run)
     status = commands.add_parser("status", help="progress of every run, or of one")
     status.add_argument("run", nargs="?", help="namespace/name of the run (default: all)")
@@ -325,10 +354,15 @@ def _add_worker(commands: Any) -> None:
 
 
 def _add_db(commands: Any) -> None:
-    db = commands.add_parser("db", help="schema migrations")
+    db = commands.add_parser("db", help="schema migrations, and psql on the database")
     sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
     sub.add_parser("migrate", help="apply pending migrations (safe to run concurrently)")
     sub.add_parser("status", help="list migrations and when they were applied")
+    shell = sub.add_parser(
+        "shell",
+        help="psql on ferryman's database (the embedded one too); arguments after -- go to psql",
+    )
+    shell.add_argument("psql_args", nargs=argparse.REMAINDER, help="e.g. -- -f schema.sql")
     db.set_defaults(handler=cmd_db)
 
 
@@ -345,6 +379,12 @@ def _add_mapping(commands: Any) -> None:
         help="write a few records through a mapping in a transaction that is rolled back, and "
         "show the rows it would write (references resolved) and what the database refuses",
     )
+    check.add_argument(
+        "--provider",
+        metavar="FILE",
+        help="also check every pointer the mapping reads against the fields this provider (a"
+        " provider YAML file, or an installed provider's name) declares",
+    )
     for p in (check, sample):
         p.add_argument("file", help="the mapping (YAML)")
         p.add_argument(
@@ -352,6 +392,8 @@ def _add_mapping(commands: Any) -> None:
             metavar="URL",
             help="the application's database (default: FERRYMAN_DATABASE_URL, or the embedded one)",
         )
+    for p in (check, sample):
+        _add_destinations(p)
     sample.add_argument(
         "--records",
         metavar="FILE",
@@ -371,9 +413,10 @@ def cmd_mapping(args: argparse.Namespace, settings: Settings) -> int:
     if args.mapping_command == "schema":
         return commands.schema(sys.stdout)
     found = mapping.load_file(args.file)
+    provider = _provider_of(args.provider) if getattr(args, "provider", None) else None
     with connect.connect(args.database or database_url(settings)) as conn:
         if args.mapping_command == "check":
-            return commands.check(conn, found, sys.stdout)
+            return commands.check(conn, found, sys.stdout, provider, settings.destinations)
         if args.records:
             records = commands.records_file(args.records)
         else:
@@ -386,7 +429,20 @@ def cmd_mapping(args: argparse.Namespace, settings: Settings) -> int:
             args.limit,
             sys.stdout,
             lambda rows: _table(rows, list(rows[0]) if rows else ["source"]),
+            settings.destinations,
         )
+
+
+def _provider_of(given: str) -> Any:
+    """The provider ``--provider`` names: a provider YAML file, else an installed provider."""
+    import pathlib
+
+    from ferryman_worker import providers
+    from ferryman_worker.providers import declarative
+
+    if pathlib.Path(given).is_file():
+        return declarative.load_file(given)
+    return providers.load(given)
 
 
 def _add_jobs(commands: Any) -> None:
@@ -407,6 +463,15 @@ def _add_jobs(commands: Any) -> None:
         p.add_argument("ids", nargs="*", type=int, help="job ids")
         p.add_argument("--all", action="store_true", help="every failed job")
     jobs.set_defaults(handler=cmd_jobs, ids=[], all=False, limit=50)
+
+
+SERVICES: Final = frozenset({("worker", None), ("reap", None), ("db", "migrate")})
+"""The sub-commands that run as services (a Deployment, the reaper CronJob, the migration Job):
+their refusals are log lines in the log format; every other command answers a person in text."""
+
+
+def _is_service(args: argparse.Namespace) -> bool:
+    return (args.command, getattr(args, "db_command", None)) in SERVICES
 
 
 def _positive(text: str) -> int:
@@ -447,18 +512,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load(
             **{
                 k: getattr(args, k, None)
-                for k in ("lanes", "pool_size", "imports", "poll_interval", "metrics_port")
+                for k in (
+                    "lanes",
+                    "pool_size",
+                    "imports",
+                    "poll_interval",
+                    "metrics_port",
+                    *DESTINATION_FLAGS,
+                )
             }
         )
         handler: Handler = args.handler
         return handler(args, settings)
     except FerrymanError as exc:
-        _refuse(exc, fmt)
+        _refuse(exc, fmt if _is_service(args) else "text")
         return 2
 
 
 def _refuse(exc: FerrymanError, fmt: logs.Format) -> None:
-    """Bad input: one line naming the field and the fix (a JSON object in ``json``)."""
+    """Bad input: the field and the fix, as plain text for a person; a service (whose stderr is
+    a pod's log) writes it as one JSON object in ``json``."""
     if fmt == "json":
         log.error("%s", exc)
     else:

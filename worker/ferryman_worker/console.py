@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ferryman_worker import eta
-from ferryman_worker.contract import RunProgress
+from ferryman_worker.contract import KindVerdict, RunProgress
 from ferryman_worker.eta import Estimate
 from ferryman_worker.wording import duration
 
@@ -41,7 +41,7 @@ def kind_lines(
 ) -> list[str]:
     """One bar per kind: rows, tasks done/total, rate and ETA (a tree kind's from its tasks' own
     pace, over the time the kind was active: a suspension does not count; a page kind's listing
-    has no known length until its last page: ``listing``)."""
+    is as long as the total its source states, else unknown until its last page: ``listing``)."""
     lines = []
     for row in kinds:
         tasks, done = int(row["tasks"]), int(row["done"])
@@ -53,6 +53,8 @@ def kind_lines(
             left = "done"
         elif row["phase"] > open_phase:
             left = "waiting"
+        elif not row.get("tree") and row.get("stated_total") is not None:
+            left = f"listed {int(row['listed'] or 0):,} of {int(row['stated_total']):,}"
         elif not row.get("tree"):
             left = "listing"
         elif not done or not active:
@@ -76,17 +78,25 @@ def summary(
     ferryman (see ``localrun.command``)."""
     header = (
         f"{'KIND':<14} {'WRITTEN':>10} {'SKIPPED':>8} {'MALFORMED':>9} {'TASKS':>6} "
-        f"{'SECONDS':>8} {'ROWS/S':>8}"
+        f"{'SECONDS':>8} {'ROWS/S':>8}  VERDICT"
     )
     lines = [headline(run, now), header]
+    verdicts = {found.kind: found for found in run.verdicts}
     for row in kinds:
         elapsed = float(row["active_seconds"] or 0.0)
         written = int(row["written"] or 0)
+        verdict = verdicts.get(row["kind"])
         lines.append(
             f"{row['kind']:<14} {written:>10,} {int(row['skipped'] or 0):>8,} "
             f"{int(row['failed'] or 0):>9,} {int(row['tasks']):>6} {elapsed:>8.1f} "
-            f"{(written / elapsed if elapsed else 0):>8,.0f}"
+            f"{(written / elapsed if elapsed else 0):>8,.0f}  {verdict.verdict if verdict else '-'}"
         )
+    listed = {row["kind"] for row in kinds}
+    for found in run.verdicts:  # a kind with nothing to walk (a tree kind without parents)
+        if found.kind not in listed:
+            lines.append(f"{found.kind:<14} {0:>10} {0:>8} {0:>9} {0:>6} {0:>8.1f} {0:>8}  "
+                         f"{found.verdict}")  # fmt: skip
+    lines.extend(verdict_lines(run.verdicts))
     if run.rows_failed:
         lines.append(
             f"{run.rows_failed:,} source row(s) not written: `{ferryman} errors {run.name}` lists"
@@ -95,6 +105,13 @@ def summary(
     if run.error:
         lines.append(f"error: {run.error}")
     return lines
+
+
+def verdict_lines(verdicts: Sequence[KindVerdict]) -> list[str]:
+    """What each kind's verdict rests on, one line each (a failed kind's is the run's error)."""
+    return [
+        f"  {found.kind}: {found.verdict}: {found.note}" for found in verdicts if not found.failed
+    ]
 
 
 def eta_lines(found: Estimate) -> list[str]:

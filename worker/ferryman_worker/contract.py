@@ -15,10 +15,15 @@ from ferryman_worker import settings, wording
 from ferryman_worker.db import connect as _connect
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.destination_policy import Policy as DestinationPolicy
+from ferryman_worker.destination_policy import Schema as DestinationSchema
+from ferryman_worker.destination_policy import Table as DestinationTable
 from ferryman_worker.destinations import mapping as _mapping
 from ferryman_worker.destinations.mapping import Mapping as MappingSpec
+from ferryman_worker.engine import allowlist as _allowlist
 from ferryman_worker.engine import auth as _auth
-from ferryman_worker.engine import runs
+from ferryman_worker.engine import reconcile, runs
+from ferryman_worker.engine.allowlist import Pattern as URLPattern
 from ferryman_worker.engine.credentials import (
     HOSTS_ANNOTATION,
     Credential,
@@ -45,6 +50,9 @@ from ferryman_worker.runspec import (
     parse_run,
 )
 
+parse_url_patterns = _allowlist.parse
+url_allowed = _allowlist.allowed
+
 __all__ = [
     "HOSTS_ANNOTATION",
     "OWN_CONNECTIONS",
@@ -54,6 +62,9 @@ __all__ = [
     "ConnectionBudget",
     "Credential",
     "DatabaseError",
+    "DestinationPolicy",
+    "DestinationSchema",
+    "DestinationTable",
     "FerrymanError",
     "MappingInvalid",
     "MappingSpec",
@@ -66,6 +77,7 @@ __all__ = [
     "RunState",
     "Sealed",
     "Sealer",
+    "URLPattern",
     "WorkspaceOwned",
     "admit",
     "cancel",
@@ -84,6 +96,7 @@ __all__ = [
     "migrations_width",
     "parse_hosts",
     "parse_run",
+    "parse_url_patterns",
     "progress",
     "provider_definition",
     "provider_installed",
@@ -94,6 +107,7 @@ __all__ = [
     "run_key",
     "suspend",
     "token_url",
+    "url_allowed",
     "url_host",
     "worker_lanes",
     "worker_pool_size",
@@ -204,12 +218,14 @@ def request_for(
     mapping: dict[str, Any] | None = None,
     sealed: Sealed | None = None,
     provider_definition: dict[str, Any] | None = None,
+    destinations: DestinationPolicy | None = None,
 ) -> runs.RunRequest:
     """The admission request for a MigrationRun; the lane width sets the default in-flight;
     ``mapping`` is the document ``spec.mapping`` names (read by the caller). With ``sealed``
     (the operator's admission) the run belongs to its namespace: its workspace must be the
     namespace's, and its workers use only that credential. ``provider_definition``: a
-    declarative provider to snapshot into the run."""
+    declarative provider to snapshot into the run. ``destinations``: where the installation
+    lets mappings write (default: its defaults, the ``public`` schema, workspace columns)."""
     spec, source = run.spec, run.spec.source
     options = spec.options
     if spec.mapping is not None and mapping is None:
@@ -237,15 +253,17 @@ def request_for(
             ),
         },
         kinds=list(spec.kinds),
-        options=engine_options(
-            options, spec.effective_max_in_flight(lane_width), source.rate_limit
-        ),
+        options={
+            **engine_options(options, spec.effective_max_in_flight(lane_width), source.rate_limit),
+            "error_budget": spec.error_budget.model_dump(),
+        },
         mapping=mapping,
         namespace=namespace,
         sealed=sealed,
         provider_definition=provider_definition,
         source_options=dict(source.options),
         mode="delta" if spec.mode is RunMode.DELTA else "full",
+        destinations=destinations or DestinationPolicy(),
     )
 
 
@@ -283,6 +301,7 @@ def admit(
     mapping: dict[str, Any] | None = None,
     sealed: Sealed | None = None,
     provider_definition: dict[str, Any] | None = None,
+    destinations: DestinationPolicy | None = None,
 ) -> int:
     """Admit and start the run (or find it, if it was admitted before, and start it if the
     process that admitted it died before it was started); returns its id. ``sealed``: the
@@ -299,11 +318,18 @@ def admit(
         ):
             runs.start(conn, existing)  # admitted, then the admitting process died: finish it
         return int(existing["id"])
-    row = runs.admit(conn, request_for(run, lane_width, mapping, sealed, provider_definition))
+    request = request_for(run, lane_width, mapping, sealed, provider_definition, destinations)
+    row = runs.admit(conn, request)
     runs.start(conn, row)
     if run.spec.suspend:
         runs.suspend(conn, int(row["id"]))
     return int(row["id"])
+
+
+KindVerdict = reconcile.Verdict
+"""A kind's verdict, given when its phase closed: ``reconciled`` (what it listed adds up to the
+total its source states), ``unverified`` (the source states none), ``short`` (it listed fewer)
+or ``refused`` (more of its records were refused than the error budget allows)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -330,6 +356,8 @@ class RunProgress:
     error: str | None
     phase_names: tuple[str, ...] = ()
     """Every phase of the run in order, named as ``phase`` names the open one."""
+    verdicts: tuple[KindVerdict, ...] = ()
+    """The verdict of each kind whose phase closed, in phase order."""
 
     def status(self) -> MigrationRunStatus:
         return MigrationRunStatus(
@@ -389,6 +417,7 @@ def _progress(row: dict[str, Any]) -> RunProgress:
         finished_at=row["finished_at"],
         error=row["error"],
         phase_names=names,
+        verdicts=tuple(KindVerdict(**found) for found in row.get("verdicts") or ()),
     )
 
 

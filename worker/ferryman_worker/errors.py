@@ -6,7 +6,10 @@ Messages say what went wrong and what to do about it, and never contain a secret
     FerrymanError
     ├── ConfigurationError        bad settings, lanes, pool sizes: refused at start-up
     │   ├── RunSpecError          a MigrationRun document is invalid (every problem, one a line)
-    │   └── MappingInvalid        a run's mapping is invalid, or cannot write in this database
+    │   ├── MappingInvalid        a run's mapping is invalid, or cannot write in this database
+    │   ├── CredentialRefused     a credential reference this worker will not read: run fails
+    │   └── MappingRefused        a run's window was refused for its mapping's fault: the kind fails
+    ├── ListingShort              a listing ended short of the total its source states
     ├── DatabaseError             PostgreSQL unreachable or refused a statement (wraps psycopg)
     │   ├── MigrationError        a schema migration failed or the schema is out of date
     │   └── SeedingRefused        the barrier's seeding of a phase was refused for good
@@ -39,6 +42,24 @@ class RunSpecError(ConfigurationError):
 class MappingInvalid(ConfigurationError):
     """A run's mapping does not validate, does not fit its provider, or cannot write in this
     database (the catalog's answer): every problem, one a line, naming the field and the fix."""
+
+
+class CredentialRefused(ConfigurationError):
+    """A run's credential reference this worker refuses to read: a local file outside the
+    credentials folder, or any local credential on a worker that takes only sealed ones.
+    Trying the task again cannot mend it: its run fails at once."""
+
+
+class ListingShort(FerrymanError):
+    """A listing ended short of the total its source states, by more than the drift of the
+    walk explains: the message names the kind, the counts, the rule that ended it and the
+    likely fix; trying again lists the same."""
+
+
+class MappingRefused(ConfigurationError):
+    """The database refused a window's rows for the run's mapping's fault, not the records'
+    (a ledger slot without a source id: the mapping's sourceId names no field of the records).
+    Every record of the kind would be refused alike: the kind fails its run at once."""
 
 
 class DatabaseError(FerrymanError):

@@ -55,6 +55,10 @@ class KindWork:
     """``pages`` or ``tree`` (``providers.Kind.walk``)."""
     parent: str | None = None
     """A tree kind's parent kind."""
+    total: int | None = None
+    """A page kind's total as its source states it (None: it states none)."""
+    listed: int = 0
+    """The records a page kind's finished tasks listed."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,8 +213,14 @@ def _later_tree(k: KindWork, parent: KindWork | None, costs: Costs | None) -> _L
 
 
 def _pages(k: KindWork, costs: Costs | None, later: bool) -> _Left:
-    """A page kind whose listing has not ended: the pages its open stripes are at, at least."""
+    """A page kind whose listing has not ended: from its stated total, the pages left at the
+    records a page its finished tasks listed; else the pages its open stripes are at, at
+    least."""
     left = k.tasks - k.done
+    if k.total is not None and k.done and k.listed:
+        pages = max(-(-(k.total - k.listed) * k.done // k.listed), left)
+        pace = k.active_seconds / k.done * pages if k.active_seconds else None
+        return _Left(pace, pages * (costs.listing if costs else 0.0), _spent(k, costs))
     pace = k.active_seconds / k.done * left if k.done and k.active_seconds else None
     why = "not listed yet" if later or not k.tasks else "listed until a short page"
     return _Left(
@@ -347,4 +357,6 @@ def _work(
         active,
         kind.walk,
         kind.parent,
+        None if row.get("total") is None else int(row["total"]),
+        count("listed"),
     )

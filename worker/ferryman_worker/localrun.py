@@ -61,9 +61,13 @@ def run_file(
     width = lane_width(settings)
     mapping = mapping_file(path, spec)
     runtime = EngineRuntime(
-        settings.credentials_dir, settings.source_timeout, settings.sync_windows
+        settings.credentials_dir,
+        settings.source_timeout,
+        settings.sync_windows,
+        max_response_bytes=settings.source_max_response_bytes,
+        destinations=settings.destinations,
     )
-    request = contract.request_for(spec, width, mapping)
+    request = contract.request_for(spec, width, mapping, destinations=settings.destinations)
     style = providers.resolve(spec.spec.source.provider, definition).auth
     credential = runtime.credential(  # missing: say so, admit nothing
         {"credential": request.credential, "base_url": request.base_url}, style
@@ -128,7 +132,14 @@ def _admit_or_resume(
     name = contract.run_key(spec)
     existing = runs.by_name(conn, name)
     if existing is None:
-        run_id = contract.admit(conn, spec, width, mapping, provider_definition=definition)
+        run_id = contract.admit(
+            conn,
+            spec,
+            width,
+            mapping,
+            provider_definition=definition,
+            destinations=settings.destinations,
+        )
         print(f"run {name} admitted (id {run_id})", file=out)
         return
     run_id = int(existing["id"])

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from ferryman_worker import destination_policy as policy
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.queue import lanes as lanes_mod
 
@@ -130,12 +131,23 @@ class Settings(BaseSettings):
     environment variable ``FERRYMAN_CREDENTIAL_<NAME>__<KEY>`` wins over a file. A run the
     operator admitted uses only the credential sealed for it in the database."""
 
+    local_credentials: bool = True
+    """Whether a run whose credential reference names no namespace (a run of ``ferryman run``)
+    may take its credential from ``credentials_dir`` or the environment. Off on Kubernetes (the
+    chart sets ``false``): there every credential comes sealed in the database at admission, and
+    a run row without one is refused instead of reading a local file."""
+
     sealing_key_file: str = "/var/run/secrets/ferryman-sealing/key"
     """File holding the installation's Fernet key, with which the operator seals each run's
     credential into the database and workers open it (the chart mounts it from a Secret)."""
 
     source_timeout: float = Field(default=30.0, gt=0)
-    """Seconds a call to the source API may take before it counts as failed (and is retried)."""
+    """Seconds a call to the source API may take in all (connecting, headers and body, however
+    slowly they arrive) before it counts as failed (and is retried)."""
+
+    source_max_response_bytes: int = Field(default=64 * 2**20, ge=1024)
+    """Largest answer (decoded) the worker reads from a source API, in bytes (default 64 MiB);
+    a larger one is dropped as it streams in and fails its task (smaller pages fix it)."""
 
     sync_windows: bool = False
     """Wait for each window's commit to reach disk (synchronous_commit on). Off by default: a
@@ -150,7 +162,21 @@ class Settings(BaseSettings):
     stalled_batch_after: float = Field(default=300.0, gt=0)
     """Seconds after which the reaper seals a batch whose enqueuing process never sealed it."""
 
-    @field_validator("imports", mode="before")
+    destination_schemas: Annotated[list[policy.Schema], NoDecode] = Field(
+        default=list(policy.DEFAULT_SCHEMAS)
+    )
+    """Schemas whose tables mappings may write (comma-separated); ferryman's own tables and
+    PostgreSQL's schemas never, whatever is listed. Checked at admission and by every writer."""
+
+    destination_tables: Annotated[list[policy.Table], NoDecode] = Field(default_factory=list)
+    """Tables (``schema.table``, comma-separated) mappings may write besides those of
+    ``destination_schemas``."""
+
+    destination_unscoped: bool = False
+    """Let mappings write tables without a workspace column (``workspaceColumn``): their rows
+    are every workspace's alike, so only a single-tenant installation turns this on."""
+
+    @field_validator("imports", "destination_schemas", "destination_tables", mode="before")
     @classmethod
     def _split_imports(cls, value: object) -> object:
         if isinstance(value, str):
@@ -167,6 +193,15 @@ class Settings(BaseSettings):
     def _check_pool(self) -> Settings:
         check_pool_size(self.lanes, self.pool_size)
         return self
+
+    @property
+    def destinations(self) -> policy.Policy:
+        """Where this installation's mappings may write."""
+        return policy.Policy(
+            schemas=tuple(self.destination_schemas),
+            tables=tuple(self.destination_tables),
+            unscoped=self.destination_unscoped,
+        )
 
     @property
     def lane_specs(self) -> list[lanes_mod.LaneSpec]:

@@ -139,6 +139,19 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
+{{/* Where mappings may write (values destinations), as the operator's or the workers' env: the
+     operator checks it at admission, the workers before every write. Call with
+     (dict "root" . "prefix" "FERRYMAN_OPERATOR_") or (dict "root" . "prefix" "FERRYMAN_"). */}}
+{{- define "ferryman.destinationsEnv" -}}
+{{- $d := .root.Values.destinations }}
+- name: {{ .prefix }}DESTINATION_SCHEMAS
+  value: {{ join "," $d.schemas | quote }}
+- name: {{ .prefix }}DESTINATION_TABLES
+  value: {{ join "," $d.tables | quote }}
+- name: {{ .prefix }}DESTINATION_UNSCOPED
+  value: {{ $d.allowUnscopedTables | toString | quote }}
+{{- end }}
+
 {{/* The Secret holding the installation's credential sealing key. */}}
 {{- define "ferryman.sealingSecretName" -}}
 {{- .Values.sealing.existingSecret | default (printf "%s-sealing-key" (include "ferryman.fullname" .)) }}
@@ -192,4 +205,17 @@ terminationMessagePolicy: FallbackToLogsOnError
 {{- define "ferryman.tmpMount" -}}
 - name: tmp
   mountPath: /tmp
+{{- end }}
+
+{{/* The installation's own Secrets as namespace/name, comma-separated: the database URL's, the
+     roles' and the sealing key's. The operator refuses a run naming one as its credential. */}}
+{{- define "ferryman.protectedSecrets" -}}
+{{- $ns := .Release.Namespace }}
+{{- $names := list .Values.database.existingSecret (include "ferryman.sealingSecretName" .) }}
+{{- range $component, $name := .Values.database.roles }}
+{{- if $name }}{{- $names = append $names $name }}{{- end }}
+{{- end }}
+{{- $pairs := list }}
+{{- range $names | uniq }}{{- if . }}{{- $pairs = append $pairs (printf "%s/%s" $ns .) }}{{- end }}{{- end }}
+{{- join "," $pairs }}
 {{- end }}

@@ -46,6 +46,7 @@ CREATE TABLE sales.deal_watchers (
 
 CREATE TABLE sales.notes (
     id         bigserial   PRIMARY KEY,
+    workspace  text        NOT NULL,
     deal_id    integer     NOT NULL REFERENCES sales.deals (id),
     body       text        NOT NULL,
     created_at timestamptz

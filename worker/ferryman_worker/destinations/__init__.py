@@ -30,7 +30,8 @@ from psycopg import sql
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.destinations import catalog, generate
+from ferryman_worker.destination_policy import Policy, qualified
+from ferryman_worker.destinations import catalog, generate, pointers
 from ferryman_worker.destinations.mapping import Mapping, dump, load_file, parse
 from ferryman_worker.errors import MappingInvalid
 from ferryman_worker.providers import Provider
@@ -119,11 +120,38 @@ class UpdatingFunctionWriter(FunctionWriter):
 
 
 @functools.cache
-def _generated(snapshot: str, kind: str, versions: generate.Versions) -> StatementWriter:
-    """The statements of ``kind`` generated from a run's mapping snapshot (as JSON text)."""
+def _generated(
+    snapshot: str, kind: str, versions: generate.Versions, allowed: Policy
+) -> StatementWriter:
+    """The statements of ``kind`` generated from a run's mapping snapshot (as JSON text),
+    validated again as admission validated it (the row is data: the mapping by its model, the
+    catalog by its, the tables by the installation's ``allowed``); MappingInvalid if not."""
     data = json.loads(snapshot)
-    mapped = Mapping.model_validate(data["mapping"]).kinds[kind]
-    found = generate.KindCatalog.from_json(data["catalog"][kind])
+    mapped = parse(data.get("mapping"), source="the run's stored mapping").kinds.get(kind)
+    if mapped is None:
+        raise MappingInvalid(f"the run's stored mapping has no kind {kind!r}")
+    found = generate.KindCatalog.from_json((data.get("catalog") or {}).get(kind))
+    joins = (
+        found.joins if len(found.joins) == len(mapped.joins) else [j.table for j in mapped.joins]
+    )
+    found = found.model_copy(  # a name kept unqualified is read as the writer checks it
+        update={
+            "table": qualified(found.table or mapped.table, allowed.schemas),
+            "joins": tuple(qualified(table, allowed.schemas) for table in joins),
+        }
+    )
+    at = f"the run's stored mapping: kinds.{kind}"
+    problems = [
+        allowed.table_refused(found.table or mapped.table, f"{at}.table"),
+        *(
+            allowed.table_refused(table, f"{at}.joins[{index}].table")
+            for index, table in enumerate(found.joins)
+        ),
+        None if mapped.workspace_column else allowed.unscoped_refused(mapped.table, at),
+    ]
+    refused = [problem for problem in problems if problem is not None]
+    if refused:
+        raise MappingInvalid("; ".join(refused))
     return StatementWriter(
         generate.statement(mapped, found, "window", versions),
         generate.statement(mapped, found, "rows", versions),
@@ -152,24 +180,32 @@ def versions_for(run: dict[str, Any], provider: Provider, kind: str) -> generate
     return generate.Versions(pointer, changed.version_type, delta)
 
 
-def writer_for(run: dict[str, Any], provider: Provider, kind: str) -> Writer:
-    """The writer of ``kind`` in ``run``: generated from the run's mapping if it maps the kind;
+def writer_for(
+    run: dict[str, Any], provider: Provider, kind: str, allowed: Policy | None = None
+) -> Writer:
+    """The writer of ``kind`` in ``run``: generated from the run's mapping if it maps the kind
+    (into a table the installation's ``allowed`` destinations hold: MappingInvalid if not);
     else the provider's own SQL function, if it names one; else the landing table."""
     snapshot = run.get("mapping")
     versions = versions_for(run, provider, kind)
-    if snapshot and kind in snapshot["mapping"].get("kinds", {}):
-        return _generated(json.dumps(snapshot, sort_keys=True), kind, versions)
+    if snapshot and kind in (snapshot.get("mapping") or {}).get("kinds", {}):
+        text = json.dumps(snapshot, sort_keys=True)
+        return _generated(text, kind, versions, allowed or Policy())
     function = getattr(provider, "writer", None)
     name = function(kind) if callable(function) else None
     if name:
         return UpdatingFunctionWriter(name) if versions.delta else FunctionWriter(name)
-    return landing("/id", versions)
+    declared = getattr(provider, "kinds", {}).get(kind)
+    return landing(declared.id_pointer if declared is not None else "/id", versions)
 
 
-def snapshot(conn: Connection, mapping: Mapping, kinds: list[str]) -> dict[str, Any]:
+def snapshot(
+    conn: Connection, mapping: Mapping, kinds: list[str], allowed: Policy | None = None
+) -> dict[str, Any]:
     """What a run keeps of its mapping: the mapping and what the catalog says of its tables.
-    MappingInvalid, one line per problem, if the mapping cannot write here."""
-    report = catalog.check(conn, mapping, kinds)
+    MappingInvalid, one line per problem, if the mapping cannot write here (``allowed``: the
+    installation's destinations; default: its defaults)."""
+    report = catalog.check(conn, mapping, kinds, allowed)
     if report.problems:
         raise MappingInvalid(
             f"mapping for {mapping.provider!r} cannot write here:\n  "
@@ -177,7 +213,7 @@ def snapshot(conn: Connection, mapping: Mapping, kinds: list[str]) -> dict[str, 
         )
     return {
         "mapping": dump(mapping),
-        "catalog": {k: dataclasses.asdict(c) for k, c in report.catalogs.items()},
+        "catalog": {k: c.model_dump(mode="json") for k, c in report.catalogs.items()},
     }
 
 
@@ -195,7 +231,8 @@ def mapping_for(document: object | None, provider: Provider) -> Mapping | None:
     none, the one shipped for the provider. MappingInvalid names what does not fit."""
     mapping = parse(document, source="spec.mapping") if document is not None else None
     if mapping is None:
-        return builtin(provider.name)
+        found = builtin(provider.name)
+        return None if found is None else pointers.with_provider_ids(found, provider)
     if mapping.provider != provider.name:
         raise MappingInvalid(
             f"spec.mapping.provider: the mapping is for {mapping.provider!r}, the run's "
@@ -207,4 +244,4 @@ def mapping_for(document: object | None, provider: Provider) -> Mapping | None:
             f"spec.mapping.kinds: {unknown} not provided by {provider.name!r}; it provides "
             f"{sorted(provider.kinds)}"
         )
-    return mapping
+    return pointers.with_provider_ids(mapping, provider)

@@ -5,6 +5,7 @@ the id's sequence) is resolved here once and kept in the run with the mapping.""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import psycopg
@@ -12,9 +13,17 @@ from psycopg.types.json import Jsonb
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.destination_policy import Policy
 from ferryman_worker.destinations import generate
 from ferryman_worker.destinations.generate import KindCatalog
-from ferryman_worker.destinations.mapping import KindMapping, Mapping, OnDeleted, SoftDelete
+from ferryman_worker.destinations.mapping import (
+    COLUMN_TYPE,
+    KindMapping,
+    Mapping,
+    OnDeleted,
+    SoftDelete,
+)
+from ferryman_worker.errors import MappingInvalid
 
 INTEGER_IDS = ("smallint", "integer", "bigint")
 """Destination id types the ledger (``row_id bigint``) can hold."""
@@ -37,10 +46,17 @@ class Report:
     problems: list[str] = dataclasses.field(default_factory=list)
 
 
-def check(conn: Connection, mapping: Mapping, kinds: list[str] | None = None) -> Report:
-    """Check the mapping's kinds (those in ``kinds``, or all) against the catalog, then the
-    statements generated for them (PostgreSQL plans each, so a cast it cannot make is found)."""
+def check(
+    conn: Connection,
+    mapping: Mapping,
+    kinds: list[str] | None = None,
+    allowed: Policy | None = None,
+) -> Report:
+    """Check the mapping's kinds (those in ``kinds``, or all) against the catalog and the
+    installation's ``allowed`` destinations (default: its defaults), then the statements
+    generated for them (PostgreSQL plans each, so a cast it cannot make is found)."""
     report = Report()
+    allowed = allowed or Policy()
     missing = conn.execute(_query("ferryman_tables_missing")).fetchone()
     if missing and missing["missing"]:
         report.problems.append(
@@ -51,7 +67,7 @@ def check(conn: Connection, mapping: Mapping, kinds: list[str] | None = None) ->
     wanted = [k for k in mapping.kinds if kinds is None or k in kinds]
     for kind in wanted:
         at = f"kinds.{kind}"
-        found = _kind(conn, mapping, mapping.kinds[kind], at, report.problems)
+        found = _kind(conn, mapping, mapping.kinds[kind], at, report.problems, allowed)
         if found is not None:
             report.catalogs[kind] = found
     for kind, found in report.catalogs.items():
@@ -69,17 +85,34 @@ def _columns(conn: Connection, table: str) -> dict[str, dict[str, Any]]:
     return {row["name"]: row for row in rows}
 
 
+def resolved(conn: Connection, table: str) -> str | None:
+    """``table`` as PostgreSQL resolves it, ``schema.table``; None: there is no such table."""
+    row = conn.execute(_query("table_resolved"), {"table": quoted(table)}).fetchone()
+    return None if row is None else f"{row['schema']}.{row['name']}"
+
+
 def _kind(
-    conn: Connection, mapping: Mapping, kind: KindMapping, at: str, problems: list[str]
+    conn: Connection,
+    mapping: Mapping,
+    kind: KindMapping,
+    at: str,
+    problems: list[str],
+    allowed: Policy,
 ) -> KindCatalog | None:
     start = len(problems)
-    columns = _columns(conn, kind.table)
-    if not columns:
+    table = resolved(conn, kind.table)
+    if table is None:
         problems.append(
             f"{at}.table: there is no table {kind.table} in this database; ferryman never "
             "creates application tables: create it with the application's own migrations"
         )
         return None
+    refused = allowed.table_refused(table, f"{at}.table")
+    if refused is not None:
+        problems.append(refused)
+        return None
+    columns = _columns(conn, table)
+    problems.extend(_workspace_problems(kind, columns, table, at, allowed))
     types: dict[str, str] = {}
     for name, column in kind.columns.items():
         where = f"{at}.columns.{name}"
@@ -109,12 +142,53 @@ def _kind(
         and name != kind.id
     )
     problems.extend(_natural_key_problems(conn, kind, at))
+    problems.extend(_type_problems(kind, types, at))
+    joins = []
     for index, join in enumerate(kind.joins):
-        problems.extend(_join_problems(conn, mapping, join.table, join, f"{at}.joins[{index}]"))
+        where = f"{at}.joins[{index}]"
+        join_table = resolved(conn, join.table)
+        refused = join_table and allowed.table_refused(join_table, f"{where}.table")
+        if refused:
+            problems.append(refused)
+            continue
+        joins.append(join_table or join.table)
+        problems.extend(_join_problems(conn, mapping, join.table, join, where))
     if len(problems) > start:
         return None
     id_column = columns[kind.id]
-    return KindCatalog(types, id_column["sequence"], id_column["identity"] == "a")
+    return KindCatalog(
+        types=types,
+        sequence=id_column["sequence"],
+        always=id_column["identity"] == "a",
+        table=table,
+        joins=tuple(joins),
+    )
+
+
+def _workspace_problems(
+    kind: KindMapping, columns: dict[str, dict[str, Any]], table: str, at: str, allowed: Policy
+) -> list[str]:
+    """The workspace column exists; a table without one is the installation's leave."""
+    name = kind.workspace_column
+    if name is None:
+        refused = allowed.unscoped_refused(table, at)
+        return [] if refused is None else [refused]
+    if name not in columns:
+        return [
+            f"{at}.workspaceColumn: {table} has no column {name}; name the column holding each "
+            f"row's workspace; known: {sorted(columns)}"
+        ]
+    return []
+
+
+def _type_problems(kind: KindMapping, types: dict[str, str], at: str) -> list[str]:
+    """Types a writer cannot name (only plain type names go into its statements)."""
+    return [
+        f"{at}.columns.{name}: {kind.table}.{name} is of type {type_}, which a writer cannot "
+        "name: cast it to a plain type (cast: text)"
+        for name, type_ in types.items()
+        if not re.fullmatch(COLUMN_TYPE, type_)
+    ]
 
 
 def _marked(
@@ -197,7 +271,10 @@ def _plans(
 ) -> str | None:
     """PostgreSQL's reason for refusing to plan the kind's rows statement (a full run's, or
     with ``versions`` a delta's); None if it plans."""
-    statement = generate.statement(kind, found, "rows", versions)
+    try:
+        statement = generate.statement(kind, found, "rows", versions)
+    except MappingInvalid as exc:
+        return str(exc)
     params = {"rows": Jsonb([]), "workspace": "", "kind": "", "run_id": 0, "deleted": []}
     try:
         with conn.transaction(force_rollback=True):

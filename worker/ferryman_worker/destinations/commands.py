@@ -13,23 +13,44 @@ from psycopg.types.json import Jsonb
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.destinations import catalog, generate, reference
+from ferryman_worker.destination_policy import Policy
+from ferryman_worker.destinations import catalog, generate, pointers, reference
 from ferryman_worker.destinations.mapping import Mapping
 from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.providers import Provider
 
 Records = dict[str, list[dict[str, Any]]]
 SAMPLE_RUN = 0
 """The run id of a sample's ledger slots (rolled back with the sample)."""
 
 
-def check(conn: Connection, mapping: Mapping, out: TextIO) -> int:
-    """Print every problem (one a line) and return 1, or say the mapping fits and return 0."""
-    report = catalog.check(conn, mapping)
-    for problem in report.problems:
+def check(
+    conn: Connection,
+    mapping: Mapping,
+    out: TextIO,
+    provider: Provider | None = None,
+    allowed: Policy | None = None,
+) -> int:
+    """Print every problem (one a line) and return 1, or say the mapping fits and return 0.
+    With ``provider``, the mapping as a run of it reads it (each ``sourceId`` it leaves out is
+    the provider's declared id), and every pointer it reads checked against the provider's
+    fields; ``allowed``: where the installation lets mappings write."""
+    problems = []
+    if provider is not None:
+        if mapping.provider != provider.name:
+            problems.append(
+                f"provider: the mapping is for {mapping.provider!r}, the provider given is"
+                f" {provider.name!r}"
+            )
+        mapping = pointers.with_provider_ids(mapping, provider)
+        problems.extend(pointers.unresolved(mapping, provider))
+    problems.extend(catalog.check(conn, mapping, allowed=allowed).problems)
+    for problem in problems:
         print(problem, file=out)
-    if report.problems:
+    if problems:
         return 1
-    print(f"the mapping fits this database: {', '.join(mapping.kinds)}", file=out)
+    fits = "this database" + ("" if provider is None else f" and provider {provider.name!r}")
+    print(f"the mapping fits {fits}: {', '.join(mapping.kinds)}", file=out)
     return 0
 
 
@@ -69,12 +90,14 @@ def sample(
     limit: int,
     out: TextIO,
     show: Callable[[list[dict[str, Any]]], None],
+    allowed: Policy | None = None,
 ) -> int:
     """Write up to ``limit`` records of each kind, in phase order, inside a transaction that is
     rolled back, and show each kind's rows as written (references resolved) and each record the
     database refused, with its reason. The sampled kinds' ledger slots of ``workspace`` are set
-    aside inside the same transaction, so records already imported (or landed) are written too."""
-    report = catalog.check(conn, mapping)
+    aside inside the same transaction, so records already imported (or landed) are written too.
+    ``allowed``: where the installation lets mappings write."""
+    report = catalog.check(conn, mapping, allowed=allowed)
     if report.problems:
         for problem in report.problems:
             print(problem, file=out)

@@ -13,20 +13,29 @@ itself fixes (a kind's name, a fixed value, a JSON path) is a literal quoted by 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Annotated, Final, Literal
 
 from psycopg import sql
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ferryman_worker.destinations.mapping import (
+    COLUMN_TYPE,
     Column,
     Constant,
+    Identifier,
     KindMapping,
     OnDeleted,
     OnExisting,
     SoftDelete,
+    TableName,
     Unresolved,
 )
+from ferryman_worker.errors import MappingInvalid
+
+_COLUMN_TYPE: Final = re.compile(COLUMN_TYPE)
+ColumnType = Annotated[str, Field(min_length=1, max_length=100, pattern=COLUMN_TYPE)]
 
 Tail = Literal["window", "rows"]
 
@@ -67,22 +76,55 @@ def _tail(tail: Tail, written: sql.Composable, skipped: sql.Composable) -> sql.C
     ).format(written, skipped)
 
 
-@dataclasses.dataclass(frozen=True)
-class KindCatalog:
-    """What the catalog says about a kind's table, resolved at admission and kept in the run."""
+class KindCatalog(BaseModel):
+    """What the catalog says about a kind's table, resolved at admission and kept in the run.
 
-    types: dict[str, str]
+    A worker reads it back from the run's row: it is validated again then (``from_json``), so
+    that what reaches a statement is a table name, identifiers and types of the catalog's own
+    spelling, never SQL."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    types: dict[Identifier, ColumnType]
     """Column -> the type its value is read as (the mapping's cast, or the column's type)."""
 
-    sequence: str
-    """The sequence filling the id column (``pg_get_serial_sequence``)."""
+    sequence: Annotated[str, Field(min_length=1, max_length=200)]
+    """The sequence filling the id column (``pg_get_serial_sequence``); a literal in SQL."""
 
     always: bool = False
     """The id is an identity column GENERATED ALWAYS (inserted with OVERRIDING SYSTEM VALUE)."""
 
+    table: TableName | None = None
+    """The table as the catalog resolved it (``schema.table``); None in a snapshot kept before
+    tables were resolved (the mapping's name is read in the installation's first schema)."""
+
+    joins: tuple[TableName, ...] = ()
+    """The join tables, resolved like ``table``, in the mapping's order."""
+
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> KindCatalog:
-        return cls(dict(data["types"]), str(data["sequence"]), bool(data.get("always", False)))
+    def from_json(cls, data: object) -> KindCatalog:
+        """A stored catalog, validated; MappingInvalid names what does not fit."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                for e in exc.errors(include_input=False, include_url=False)
+            )
+        raise MappingInvalid(
+            f"the run's stored catalog is not valid ({problems}): ferryman admitted no such "
+            "snapshot; cancel the run and admit it again"
+        )
+
+
+def column_type(type_: str) -> sql.SQL:
+    """A type as SQL, once it is seen to be a type name (``COLUMN_TYPE``); MappingInvalid
+    otherwise, so that nothing else is ever spliced into a statement as a type."""
+    if not _COLUMN_TYPE.fullmatch(type_):
+        raise MappingInvalid(
+            f"{type_[:80]!r} is not a type name: a writer takes its types from the catalog only"
+        )
+    return sql.SQL(type_)  # a validated type name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,15 +193,15 @@ class _Fields:
         if len(tokens) == 1 and declared == type_:
             return column
         if declared != "jsonb":
-            return sql.SQL("{}::{}").format(column, sql.SQL(type_))
+            return sql.SQL("{}::{}").format(column, column_type(type_))
         path = sql.SQL("{}::text[]").format(sql.Literal(tokens[1:]))
         if type_ == "jsonb":
             return sql.SQL("({} #> {})").format(column, path)
-        return sql.SQL("({} #>> {})::{}").format(column, path, sql.SQL(type_))
+        return sql.SQL("({} #>> {})::{}").format(column, path, column_type(type_))
 
     def definition(self) -> sql.Composable:
         return sql.SQL(", ").join(
-            sql.SQL("{} {}").format(sql.Identifier(key), sql.SQL(type_))
+            sql.SQL("{} {}").format(sql.Identifier(key), column_type(type_))
             for key, type_ in self.declared.items()
         )
 
@@ -182,6 +224,23 @@ class _Shape:
 
     mapping: KindMapping
     catalog: KindCatalog
+
+    @property
+    def table(self) -> sql.Identifier:
+        """The kind's table, as the catalog resolved it at admission."""
+        return _table(self.catalog.table or self.mapping.table)
+
+    def join_table(self, index: int) -> sql.Identifier:
+        joins = self.catalog.joins
+        return _table(joins[index] if index < len(joins) else self.mapping.joins[index].table)
+
+    def scoped(self, alias: str) -> sql.Composable:
+        """`` AND alias.<workspace column> = the run's workspace`` (nothing for a table without
+        one): every statement touching the application's rows is held to the run's workspace."""
+        column = self.mapping.workspace_column
+        if column is None:
+            return sql.SQL("")
+        return sql.SQL(" AND {} = %(workspace)s::text").format(sql.Identifier(alias, column))
 
     def fields(self, versions: Versions = FULL) -> _Fields:
         fields = _Fields()
@@ -225,12 +284,12 @@ class _Shape:
             if column.default is None:
                 return value
             return sql.SQL("COALESCE({}, {}::{})").format(
-                value, sql.Literal(column.default), sql.SQL(type_)
+                value, sql.Literal(column.default), column_type(type_)
             )
         if column.constant is not None:
             return _CONSTANTS[column.constant]
         if column.value is not None:
-            return sql.SQL("{}::{}").format(sql.Literal(column.value), sql.SQL(type_))
+            return sql.SQL("{}::{}").format(sql.Literal(column.value), column_type(type_))
         reference = column.reference
         assert reference is not None
         source = fields.read(reference.field, "text")
@@ -253,13 +312,14 @@ class _Shape:
         """``target``'s natural key equals ``row``'s."""
         assert self.mapping.natural_key is not None
         names = list(self.mapping.columns)
-        return sql.SQL(" AND ").join(
+        match = sql.SQL(" AND ").join(
             sql.SQL("{} = {}").format(
                 sql.Identifier(target, column),
                 sql.Identifier(row, f"c_{names.index(column)}"),
             )
             for column in self.mapping.natural_key.columns
         )
+        return sql.SQL("{}{}").format(match, self.scoped(target))
 
 
 def statement(
@@ -352,9 +412,10 @@ def _revisions(
         return
     yield sql.SQL(
         "revised_rows AS (UPDATE {table} t SET {changed} FROM revised v"
-        " WHERE t.{id} = v.ferryman_row_id)"
+        " WHERE t.{id} = v.ferryman_row_id{scoped})"
     ).format(
-        table=_table(mapping.table),
+        table=shape.table,
+        scoped=shape.scoped("t"),
         changed=sql.SQL(", ").join(
             sql.SQL("{} = v.{}").format(sql.Identifier(name), sql.Identifier(f"c_{i}"))
             for i, name in enumerate(mapping.columns)
@@ -368,7 +429,7 @@ def _revisions(
             " ON o.workspace = %(workspace)s AND o.kind = {kind} AND o.source_id = e.source_id"
         ).format(array=array, kind=sql.Literal(join.kind))
         names = {
-            "table": _table(join.table),
+            "table": shape.join_table(index),
             "column": sql.Identifier(join.column),
             "other": sql.Identifier(join.other_column),
             "others": others,
@@ -392,10 +453,14 @@ def _deletions(shape: _Shape) -> Iterator[sql.Composable]:
         yield _GONE
         return
     yield _GONE_ROWS
-    names = {"table": _table(shape.mapping.table), "id": sql.Identifier(shape.mapping.id)}
+    names = {
+        "table": shape.table,
+        "id": sql.Identifier(shape.mapping.id),
+        "scoped": shape.scoped("t"),
+    }
     if action is OnDeleted.DELETE:
         yield sql.SQL(
-            "removed AS (DELETE FROM {table} t USING gone g WHERE t.{id} = g.row_id)"
+            "removed AS (DELETE FROM {table} t USING gone g WHERE t.{id} = g.row_id{scoped})"
         ).format(**names)
         return
     assert isinstance(action, SoftDelete)
@@ -405,11 +470,11 @@ def _deletions(shape: _Shape) -> Iterator[sql.Composable]:
         if stored.constant is not None:
             value = _CONSTANTS[stored.constant]
         else:
-            type_ = sql.SQL(shape.catalog.types[column])
+            type_ = column_type(shape.catalog.types[column])
             value = sql.SQL("{}::{}").format(sql.Literal(stored.value), type_)
         marks.append(sql.SQL("{} = {}").format(sql.Identifier(column), value))
     yield sql.SQL(
-        "removed AS (UPDATE {table} t SET {marks} FROM gone g WHERE t.{id} = g.row_id)"
+        "removed AS (UPDATE {table} t SET {marks} FROM gone g WHERE t.{id} = g.row_id{scoped})"
     ).format(marks=sql.SQL(", ").join(marks), **names)
 
 
@@ -419,7 +484,7 @@ def _rows(
     """The CTEs writing the rows; the last one, ``slots``, holds each record's (source id,
     destination id) and join arrays."""
     mapping, catalog = shape.mapping, shape.catalog
-    table = _table(mapping.table)
+    table = shape.table
     width = len(mapping.columns)
     carried = [sql.Identifier(f"c_{i}") for i in range(width)]
     arrays = [sql.Identifier(f"j_{i}") for i in range(len(mapping.joins))]
@@ -468,8 +533,13 @@ def _rows(
     if policy is OnExisting.UPDATE and changed:
         yield sql.SQL(
             "updated AS (UPDATE {table} t SET {changed} FROM matched m"
-            " WHERE t.{id} = m.ferryman_row_id)"
-        ).format(table=table, changed=sql.SQL(", ").join(changed), id=sql.Identifier(mapping.id))
+            " WHERE t.{id} = m.ferryman_row_id{scoped})"
+        ).format(
+            table=table,
+            changed=sql.SQL(", ").join(changed),
+            id=sql.Identifier(mapping.id),
+            scoped=shape.scoped("t"),
+        )
     slot_columns = sql.SQL(", ").join(
         [
             sql.SQL("ferryman_source_id"),
@@ -496,7 +566,7 @@ def _members(shape: _Shape) -> Iterator[sql.Composable]:
             " LIMIT 1) o ON true{conflict})"
         ).format(
             name=sql.Identifier(f"members_{index}"),
-            table=_table(join.table),
+            table=shape.join_table(index),
             column=sql.Identifier(join.column),
             other=sql.Identifier(join.other_column),
             array=sql.Identifier(f"j_{index}"),
@@ -511,7 +581,7 @@ def landing_statement(source_id: str, tail: Tail, versions: Versions = FULL) -> 
     path = sql.SQL("{}::text[]").format(sql.Literal(_tokens(source_id)))
     if versions.field is not None:
         field = sql.SQL("{}::text[]").format(sql.Literal(_tokens(versions.field)))
-        typed = sql.SQL("(e.rec #>> {})::{}").format(field, sql.SQL(_version_type(versions)))
+        typed = sql.SQL("(e.rec #>> {})::{}").format(field, column_type(_version_type(versions)))
         version = _version(typed, versions)
     else:
         version = HASHED

@@ -37,6 +37,14 @@ IDENTIFIER: Final = r"^[a-z][a-z0-9_]*$"
 POINTER: Final = r"^(/([^~/]|~[01])*)+$"
 TABLE: Final = r"^([a-z_][a-z0-9_]*\.)?[a-z_][a-z0-9_]*$"
 SQL_TYPE: Final = r"^[a-z_][a-z0-9_]*( [a-z_][a-z0-9_]*)*( ?\(\d+( ?, ?\d+)?\))?(\[\])?$"
+COLUMN_TYPE: Final = (
+    r"^([a-z_][a-z0-9_]*\.)?[a-z_][a-z0-9_]*( [a-z_][a-z0-9_]*)*( ?\(\d+( ?, ?\d+)?\))?"
+    r"( with(out)? time zone)?(\[\])*$"
+)
+"""A column's type as the catalog prints it (``format_type``), e.g. ``numeric(12,2)``,
+``timestamp(3) with time zone``, ``text[]``, ``app.mood``: lowercase words, a schema, digits in
+a typmod and array brackets; no quote, operator or other parenthesis, so no SQL of its own. The
+one form a type is spliced into a statement in (``generate``), checked where it is composed."""
 
 Identifier = Annotated[str, Field(min_length=1, max_length=63, pattern=IDENTIFIER)]
 Pointer = Annotated[str, Field(min_length=2, max_length=500, pattern=POINTER)]
@@ -246,13 +254,21 @@ class KindMapping(_Model):
     """One kind's destination: a table of the application and its columns."""
 
     table: TableName
-    """The application's table, e.g. crm_people or app.people."""
+    """The application's table, e.g. crm_people or app.people; one the installation allows
+    (its schemas, never ferryman's own tables)."""
+
+    workspace_column: Identifier | None = None
+    """The table's column naming each row's workspace, e.g. workspace: mapped as
+    {constant: workspace}, it is always the run's own, and every match, update and delete of the
+    kind's rows is held to it. Absent: the table keeps no workspace apart, which only a
+    single-tenant installation allows."""
 
     id: Identifier = "id"
     """Its primary key, filled by a sequence (serial or identity): the ledger keeps it."""
 
     source_id: Pointer = "/id"
-    """JSON pointer to the record's source id."""
+    """JSON pointer to the record's source id; absent: the provider's declared id of the kind
+    (/id unless it declares another)."""
 
     columns: Annotated[dict[Identifier, Column], Field(min_length=1)]
     """Column name -> where its value comes from."""
@@ -276,6 +292,7 @@ class KindMapping(_Model):
                 "columns.{id}: the id column is filled by its sequence; remove it from columns",
                 {"id": self.id},
             )
+        self._check_workspace()
         if self.natural_key is not None:
             unmapped = [c for c in self.natural_key.columns if c not in self.columns]
             if unmapped:
@@ -298,6 +315,34 @@ class KindMapping(_Model):
                 {"id": self.id},
             )
         return self
+
+    def _check_workspace(self) -> None:
+        """The workspace column is the run's workspace, and a natural key matches within it."""
+        name = self.workspace_column
+        if name is None:
+            return
+        column = self.columns.get(name)
+        if column is None or column.constant is not Constant.WORKSPACE:
+            given = "is not mapped" if column is None else "is mapped to something else"
+            raise PydanticCustomError(
+                "workspace_column",
+                "columns.{name}: the workspace column {given}; a run writes only its own "
+                "workspace's rows: map it as {name}: {constant: workspace}",
+                {"name": name, "given": given},
+            )
+        if isinstance(self.on_deleted, SoftDelete) and name in self.on_deleted.set:
+            raise PydanticCustomError(
+                "on_deleted_workspace",
+                "onDeleted.set.{name}: the workspace column is the run's own; set other columns",
+                {"name": name},
+            )
+        if self.natural_key is not None and name not in self.natural_key.columns:
+            raise PydanticCustomError(
+                "natural_key_workspace",
+                "naturalKey.columns: a key without the workspace column {name} matches rows of "
+                "every workspace: add {name} to it (and to its unique index)",
+                {"name": name},
+            )
 
     def references(self) -> list[tuple[str, Unresolved]]:
         """The kinds this one references (columns and joins), with their policies."""
@@ -409,10 +454,15 @@ def load_file(path: str | os.PathLike[str]) -> Mapping:
 
 
 def dump(mapping: Mapping) -> dict[str, Any]:
-    """The mapping as a JSON document (camelCase keys), as a run keeps its snapshot."""
+    """The mapping as a JSON document (camelCase keys), as a run keeps its snapshot. A
+    ``sourceId`` given is kept even when it is ``/id``: one left out is the provider's declared
+    id (``pointers.with_provider_ids``)."""
     result: dict[str, Any] = json.loads(
         mapping.model_dump_json(by_alias=True, exclude_defaults=True)
     )
+    for name, kind in mapping.kinds.items():
+        if "source_id" in kind.model_fields_set:
+            result["kinds"][name]["sourceId"] = kind.source_id
     return result
 
 

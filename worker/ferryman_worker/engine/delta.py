@@ -64,7 +64,7 @@ def tombstones(
     field = kind.changed_since.deleted if kind.changed_since else ""
     if not field or not is_delta(run):
         return [], records
-    gone = [str(r.get("id")) for r in records if r.get(field) is True]
+    gone = [str(r.get(kind.id)) for r in records if r.get(field) is True]
     if not gone:
         return [], records
     return gone, [r for r in records if r.get(field) is not True]

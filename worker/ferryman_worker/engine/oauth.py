@@ -28,6 +28,7 @@ import httpx
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.engine.credentials import Sealer
 from ferryman_worker.engine.source import SourceError
 from ferryman_worker.errors import ConfigurationError
 
@@ -242,34 +243,56 @@ class RefreshTokenAuth(_BearerAuth):
                 f"credential {endpoint.credential.id} has no 'refresh_token': add it"
             )
         self._connect, self._seed = connect, seed
+        values = endpoint.credential.values
+        self.sealer = Sealer.derived(
+            (values["client_id"], values["client_secret"], seed), f"oauth:{endpoint.credential.id}"
+        )
+        """Seals the tokens in their row: they open only with the credential's own values."""
 
     def _fetch(self, stale: str | None) -> Token:
         """The fleet's current access token, refreshed (under the row lock) if it is missing,
-        near expiry or the one the source just refused (``stale``); returned once committed."""
+        near expiry or the one the source just refused (``stale``); returned once committed.
+        Both tokens are sealed in the row; one written in clear before they were is sealed
+        when it is read."""
         key = {
             "credential": self.endpoint.credential.id,
-            "seed": self._seed,
+            "seed": self.sealer.seal_text(self._seed),
             "seed_sha256": hashlib.sha256(self._seed.encode()).hexdigest(),
-            "stale": stale,
-            "skew": self.skew,
         }
         with self._connect() as conn, conn.transaction():
             conn.execute(queries.engine("seed_oauth_token"), key)
             row = conn.execute(queries.engine("lock_oauth_token"), key).fetchone()
             assert row is not None  # seeded above, locked since
-            if row["fresh"]:
-                return Token(row["access_token"], time.monotonic() + float(row["lives"]))
-            form = {"grant_type": "refresh_token", "refresh_token": row["refresh_token"]}
-            answer = self.endpoint.grant(form)
+            refresh, access = self._opened(row)
+            if access is not None and access != stale and float(row["lives"]) > self.skew:
+                if not row["sealed"]:
+                    self._save(conn, access, refresh, refresh, float(row["lives"]))
+                return Token(access, time.monotonic() + float(row["lives"]))
+            answer = self.endpoint.grant({"grant_type": "refresh_token", "refresh_token": refresh})
             access, lifetime = _token(answer)
             rotated = answer.get("refresh_token")
-            conn.execute(
-                queries.engine("save_oauth_token"),
-                {
-                    "credential": key["credential"],
-                    "access_token": access,
-                    "refresh_token": rotated if isinstance(rotated, str) else row["refresh_token"],
-                    "expires_in": lifetime,
-                },
-            )
+            current = rotated if isinstance(rotated, str) else refresh
+            self._save(conn, access, current, refresh, lifetime)
         return Token(access, time.monotonic() + lifetime)  # committed: usable by all
+
+    def _opened(self, row: Mapping[str, Any]) -> tuple[str, str | None]:
+        """The row's refresh and access tokens in clear (sealed, or from before sealing)."""
+        if not row["sealed"]:
+            return row["refresh_token"], row["access_token"]
+        access = row["access_token"]
+        opened = None if access is None else self.sealer.open_text(access)
+        return self.sealer.open_text(row["refresh_token"]), opened
+
+    def _save(
+        self, conn: Connection, access: str, refresh: str, before: str, lifetime: float
+    ) -> None:
+        conn.execute(
+            queries.engine("save_oauth_token"),
+            {
+                "credential": self.endpoint.credential.id,
+                "access_token": self.sealer.seal_text(access),
+                "refresh_token": self.sealer.seal_text(refresh),
+                "rotated": refresh != before,
+                "expires_in": lifetime,
+            },
+        )

@@ -39,6 +39,24 @@ class PagingLoop(SourceError):
         super().__init__(message, retryable=False)
 
 
+DEFAULT_MAX_PAGES = 100_000
+"""Pages one chain of a listing may have when its kind declares no ``maxPages``: past it the
+task fails (``PagingLimit``) instead of walking a listing that never ends."""
+
+
+class PagingLimit(SourceError):
+    """A listing went past the default bound on its pages: retrying cannot help."""
+
+    def __init__(self, kind: str, bound: int) -> None:
+        super().__init__(
+            f"{kind}: the listing goes on past {bound} pages, the bound for a kind that declares"
+            f" no maximum: if the source really has more, declare it in the provider's"
+            f" kinds.{kind}.pagination.maxPages (the listing then ends there), or ask for larger"
+            " pages (spec.options.pageSize)",
+            retryable=False,
+        )
+
+
 def digest(value: Any) -> str:
     return hashlib.blake2b(pydantic_core.to_json(value), digest_size=8).hexdigest()
 
@@ -150,9 +168,25 @@ def following(
     records: Sequence[dict[str, Any]],
     size: int,
     stripes: int = 1,
+    bound: int = DEFAULT_MAX_PAGES,
 ) -> Position | None:
     """The position of the page after the one at ``at`` in its chain (``stripes`` pages on
-    for a striped style), or None when the listing ends here; PagingLoop when it loops."""
+    for a striped style), or None when the listing ends here; PagingLoop when it loops,
+    PagingLimit past ``bound`` pages when the kind declares no maxPages."""
+    found = _following(kind, at, reply, records, size, stripes)
+    if found is not None and not kind.pagination.stops.max_pages and found.page >= bound:
+        raise PagingLimit(kind.name, bound)
+    return found
+
+
+def _following(
+    kind: Kind,
+    at: Position,
+    reply: Reply,
+    records: Sequence[dict[str, Any]],
+    size: int,
+    stripes: int,
+) -> Position | None:
     pagination = kind.pagination
     token = pagination.next(at.token, reply, records, size, at.page)
     if token is None:
@@ -178,6 +212,36 @@ def following(
             f" {at.page + 1}: its pagination loops (check the kind's pagination style)"
         )
     return Position(at.part, at.page + 1, token, page_digest, seen, at.restarts)
+
+
+@dataclasses.dataclass(frozen=True)
+class Listed:
+    """What one page of a chain listed, kept with its task for the kind's reconciliation
+    (``reconcile``): its records, the total the source stated on it (None: none), and the
+    rule that ended the chain here (None: the chain goes on)."""
+
+    records: int
+    total: int | None
+    ended_by: str | None
+
+    @classmethod
+    def of(
+        cls,
+        kind: Kind,
+        at: Position,
+        reply: Reply,
+        records: Sequence[Any],
+        size: int,
+        following: Position | None,
+    ) -> Listed:
+        """The page at ``at`` whose next page is ``following`` (``following``'s answer)."""
+        pagination = kind.pagination
+        ended_by = None
+        if following is None:
+            ended_by = pagination.stop(at.token, reply, records, size, at.page) or (
+                f"the declared maximum of {pagination.stops.max_pages} pages"
+            )
+        return cls(len(records), pagination.stated_total(reply, records), ended_by)
 
 
 def _shown(token: Any, limit: int = 80) -> str:

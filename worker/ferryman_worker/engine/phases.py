@@ -6,6 +6,10 @@ next phase. Finishing tasks of one run lock the run row first, so the barrier's 
 other finisher's commit. Nothing is queued for a phase before it opens: top-up (``schedule``)
 only queues tasks of the run's open phase.
 
+Before it advances, the barrier judges the closing phase's kinds (``verdicts``): a kind whose
+listing falls short of what the source said it holds, or too many of whose records were refused,
+fails the run there.
+
 Seeding refused for good (``db.sqlstate.permanent``: a revoked privilege, a constraint, a bad
 value) raises ``SeedingRefused``, naming the phase: the finishing task fails its run at once.
 Any other error (a lost connection, a deadlock, a restart) rolls the barrier back with the
@@ -21,7 +25,7 @@ from psycopg.types.json import Jsonb
 
 from ferryman_worker.db import queries, sqlstate
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.engine import paging
+from ferryman_worker.engine import paging, verdicts
 from ferryman_worker.errors import SeedingRefused
 from ferryman_worker.providers import Kind, Provider
 
@@ -88,9 +92,16 @@ def open_tasks(conn: Connection, run_id: int, phase: int) -> int:
 
 def close_if_done(conn: Connection, run: dict[str, Any], provider: Provider) -> None:
     """The barrier. Call with the run row locked, in the finishing task's transaction: while the
-    open phase has no open task, advance (one winner) and seed the next, or succeed the run."""
+    open phase has no open task, judge its kinds (``verdicts``: a kind short of the source's
+    total, or too many of whose records were refused, fails the run), then advance (one
+    winner) and seed the next, or succeed the run."""
     phase = int(run["phase"])
     while open_tasks(conn, run["id"], phase) == 0:
+        failure = verdicts.judge(conn, run, provider, phase)
+        if failure is not None:
+            params = {"run_id": run["id"], "state": "failed", "error": failure[:2000]}
+            conn.execute(queries.engine("finish_run"), params)
+            return
         if phase + 1 >= len(run["phases"]):
             conn.execute(
                 queries.engine("finish_run"),

@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 from ferryman_worker import destinations, providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.destination_policy import Policy
 from ferryman_worker.engine import delta, phases, schedule
 from ferryman_worker.errors import ConfigurationError, FerrymanError
 from ferryman_worker.providers import Provider, phases_for
@@ -76,6 +77,8 @@ class RunRequest:
     sealed: Sealed | None = None
     mode: Literal["full", "delta"] = "full"
     """``spec.mode``: a delta reads what changed since the workspace's last successful run."""
+    destinations: Policy = dataclasses.field(default_factory=Policy)
+    """Where the installation lets mappings write (its settings)."""
 
 
 def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
@@ -91,7 +94,7 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
         kinds = [kind for phase in run_phases for kind in phase]
         parents = {k: p for k in kinds if (p := provider.kinds[k].parent) is not None}
         run_phases = mapping.phases_for(run_phases, parents)
-        snapshot = destinations.snapshot(conn, mapping, kinds)
+        snapshot = destinations.snapshot(conn, mapping, kinds, request.destinations)
     options = {**request.options, "source": providers.options_for(provider, request.source_options)}
     if request.mode == delta.DELTA:
         kinds = [kind for phase in run_phases for kind in phase]
@@ -112,7 +115,8 @@ def admit(conn: Connection, request: RunRequest) -> dict[str, Any]:
         else Jsonb(request.provider_definition),
     }
     kinds = [kind for phase in run_phases for kind in phase]
-    _check_writers(conn, {**params, "options": options, "mapping": snapshot}, provider, kinds)
+    run = {**params, "options": options, "mapping": snapshot}
+    _check_writers(conn, run, provider, kinds, request.destinations)
     try:
         with conn.transaction():
             _claim_workspace(conn, request)
@@ -157,14 +161,14 @@ def _refused(conn: Connection, workspace: str) -> AdmissionRefused:
 
 
 def _check_writers(
-    conn: Connection, run: dict[str, Any], provider: Provider, kinds: list[str]
+    conn: Connection, run: dict[str, Any], provider: Provider, kinds: list[str], allowed: Policy
 ) -> None:
     """ConfigurationError, before any task exists, naming every kind whose writer cannot
-    write in this database."""
+    write in this database (the writer a worker builds, checked as the worker checks it)."""
     problems = [
         f"{kind}: {problem}"
         for kind in kinds
-        for problem in destinations.writer_for(run, provider, kind).problems(conn)
+        for problem in destinations.writer_for(run, provider, kind, allowed).problems(conn)
     ]
     if problems:
         raise ConfigurationError(

@@ -22,11 +22,12 @@ import httpx
 
 from ferryman_worker.db import connect
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.destination_policy import Policy
 from ferryman_worker.engine import auth
-from ferryman_worker.engine.credentials import Credential, Sealer, url_host
+from ferryman_worker.engine.credentials import Credential, Sealer, local_file, url_host
 from ferryman_worker.engine.ratelimit import Budget, Budgets, credential_key
-from ferryman_worker.engine.source import SourceClient
-from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.engine.source import MAX_RESPONSE_BYTES, SourceClient
+from ferryman_worker.errors import ConfigurationError, CredentialRefused
 from ferryman_worker.providers import AuthStyle
 
 RESOURCE = "engine"
@@ -57,11 +58,19 @@ class EngineRuntime:
         sync_windows: bool = False,
         sealing_key_file: str | None = None,
         database_url: str | None = None,
+        local_credentials: bool = True,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
+        destinations: Policy | None = None,
     ) -> None:
+        self.destinations = destinations or Policy()
+        """Where the installation lets mappings write: every writer is checked against it."""
         self.database_url = database_url
         """Where an OAuth2 refresh-token grant keeps its tokens (the run's database)."""
         self.credentials_dir = pathlib.Path(credentials_dir or "/var/run/secrets/ferryman")
+        self.local_credentials = local_credentials
+        """False on a worker serving the operator's runs: a credential comes only sealed."""
         self.source_timeout = source_timeout
+        self.max_response_bytes = max_response_bytes
         self.sync_windows = sync_windows
         self.sealing_key_file = sealing_key_file or SEALING_KEY_FILE
         self.budgets = Budgets()
@@ -84,6 +93,13 @@ class EngineRuntime:
                     "operator admits a run only with its Secret sealed): retry the run"
                 )
             return self._sealing().unseal(sealed)
+        if not self.local_credentials:
+            raise CredentialRefused(
+                f"run {run.get('name')!r}: its credential reference names no namespace, and this"
+                " worker takes a credential only sealed in the database at admission "
+                "(FERRYMAN_LOCAL_CREDENTIALS is off, as on Kubernetes): admit the run through "
+                "the operator, or run it with `ferryman run`"
+            )
         if style is None:
             values = {"token": self._local(reference)}
         else:
@@ -94,10 +110,10 @@ class EngineRuntime:
 
     def _local(self, reference: Mapping[str, str]) -> str:
         name, key = reference["name"], reference.get("key", "token")
+        path = local_file(self.credentials_dir, name, key)
         variable = credential_env_var(name, key)
         if os.environ.get(variable):
             return os.environ[variable]
-        path = self.credentials_dir / name / key
         if path.is_file():
             return path.read_text().strip()
         raise ConfigurationError(
@@ -130,6 +146,7 @@ class EngineRuntime:
                     self.source_timeout,
                     guard=credential.guard,
                     secrets=credential.secrets,
+                    max_response_bytes=self.max_response_bytes,
                 )
                 self._observe_quota(client, credential_key(base_url, credential.id))
                 self._clients[key] = client

@@ -16,6 +16,7 @@ from psycopg.rows import tuple_row
 from ferryman_worker import destinations, metrics, providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
+from ferryman_worker.destination_policy import Policy
 from ferryman_worker.engine import delta, paging, phases, schedule, windows
 from ferryman_worker.engine.ratelimit import Budget
 from ferryman_worker.engine.runtime import EngineRuntime
@@ -54,6 +55,8 @@ class Scope:
     client: SourceClient
     budget: Budget
     retry: Retry = dataclasses.field(default_factory=Retry)
+    destinations: Policy = dataclasses.field(default_factory=Policy)
+    """Where the installation lets mappings write (``EngineRuntime.destinations``)."""
 
     @classmethod
     def build(
@@ -69,6 +72,7 @@ class Scope:
             provider.kinds[task["kind"]],
             runtime.client(run["base_url"], credential, provider.auth),
             runtime.budget(run["base_url"], credential, run["options"].get("rate_limit")),
+            destinations=runtime.destinations,
         )
 
     @property
@@ -105,7 +109,7 @@ class Scope:
             self.ctx.job.id,
             self.run["workspace"],
             self.kind,
-            destinations.writer_for(self.run, self.provider, self.kind.name),
+            destinations.writer_for(self.run, self.provider, self.kind.name, self.destinations),
         )
 
     # -- the source ---------------------------------------------------------------------------
@@ -185,9 +189,11 @@ class Scope:
         *,
         finish: bool = False,
         following: paging.Position | None = None,
+        listed: paging.Listed | None = None,
     ) -> None:
         """One window, committed with the checkpoint at ``offset``: one statement, or with
-        ``finish`` one transaction that also ends the task and completes the job. A row the
+        ``finish`` one transaction that also ends the task (with what its page ``listed``)
+        and completes the job. A row the
         database refuses sends the window round again, row by row. A window the gate refused
         while the run was suspended is written again when the run was resumed before the job
         looked at it (the task still its own); otherwise the job stops (``Stop``)."""
@@ -198,19 +204,21 @@ class Scope:
         try:
             try:
                 if finish:
-                    counts = self._transaction(windows.write, window, following)
+                    counts = self._transaction(windows.write, window, following, listed)
                 else:  # one statement, committed on its own
                     counts = windows.write(self.cursor, self.target, window)
             except windows.REFUSED:
                 counts = self._transaction(
-                    windows.write_carefully, window, following, finish=finish
+                    windows.write_carefully, window, following, listed, finish=finish
                 )
         except windows.Closed:
             self.gate(self.conn)
             if not self.holds_task(self.conn):
                 raise Stop(None) from None
             # refused while suspended, resumed before the look: the same window again
-            self.commit_window(records, offset, extra_malformed, finish=finish, following=following)
+            self.commit_window(
+                records, offset, extra_malformed, finish=finish, following=following, listed=listed
+            )
             return
         metrics.window(
             (self.run["id"], self.run["name"]),
@@ -226,13 +234,14 @@ class Scope:
         write: Callable[[windows.Cursor, windows.Target, windows.Window], windows.Counts],
         window: windows.Window,
         following: paging.Position | None,
+        listed: paging.Listed | None,
         *,
         finish: bool = True,
     ) -> windows.Counts:
         with self.ctx.completing() if finish else self.conn.transaction():
             counts = write(self.cursor, self.target, window)
             if finish:
-                self.finish(self.conn, following)
+                self.finish(self.conn, following, listed)
         return counts
 
     def gate(self, conn: Connection) -> None:
@@ -249,9 +258,15 @@ class Scope:
         params = {"task_id": self.task["id"], "job_id": self.ctx.job.id}
         return conn.execute(queries.engine("task_held"), params).fetchone() is not None
 
-    def finish(self, conn: Connection, following: paging.Position | None) -> None:
-        """The task's last step, in its last window's transaction: done, next page's task,
-        the barrier, the run's top-up."""
+    def finish(
+        self,
+        conn: Connection,
+        following: paging.Position | None,
+        listed: paging.Listed | None = None,
+    ) -> None:
+        """The task's last step, in its last window's transaction: done (with what its page
+        ``listed``, for the kind's reconciliation), next page's task, the barrier, the run's
+        top-up."""
         run = conn.execute(queries.engine("lock_run"), {"run_id": self.run["id"]}).fetchone()
         assert run is not None
         if run["state"] != "running" or run["suspended"]:
@@ -259,7 +274,13 @@ class Scope:
         if (
             conn.execute(
                 queries.engine("finish_task"),
-                {"task_id": self.task["id"], "job_id": self.ctx.job.id},
+                {
+                    "task_id": self.task["id"],
+                    "job_id": self.ctx.job.id,
+                    "listed": None if listed is None else listed.records,
+                    "stated_total": None if listed is None else listed.total,
+                    "ended_by": None if listed is None else listed.ended_by,
+                },
             ).fetchone()
             is None
         ):

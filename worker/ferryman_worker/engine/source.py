@@ -1,7 +1,10 @@
 """HTTP calls to a source API: one boundary where httpx's errors become ours.
 
 Calls never hold a database connection or an open transaction; rate-limit tokens are reserved
-by the caller (on the job thread) before a call is made. The client applies its credential
+by the caller (on the job thread) before a call is made. An answer is read as a stream and
+dropped past ``max_response_bytes`` (decoded), and a call ends at ``timeout`` seconds in all,
+however slowly its bytes arrive: one source cannot make a worker hold unbounded memory or a lane
+for ever. The client applies its credential
 through an ``httpx.Auth``; its guard (an httpx request hook) refuses a request to a host the
 credential is not bound to before it is sent, and no redirect is ever followed. An error's
 message says the status code and its standard reason phrase, never the source's own words:
@@ -21,12 +24,14 @@ from typing import Any
 import httpx
 import pydantic_core
 
-from ferryman_worker.engine import ratelimit
-from ferryman_worker.engine.credentials import HostNotBound, redact
+from ferryman_worker.engine import credentials, ratelimit
+from ferryman_worker.engine.credentials import RequestRefused, redact
 from ferryman_worker.errors import FerrymanError
 from ferryman_worker.providers import Reply, Request, ResponsePolicy
 
 DEFAULT_POLICY = ResponsePolicy()
+MAX_RESPONSE_BYTES = 64 * 2**20
+"""The default cap on one answer's (decoded) size: FERRYMAN_SOURCE_MAX_RESPONSE_BYTES."""
 
 log = logging.getLogger("ferryman.engine.source")
 
@@ -50,6 +55,20 @@ class SourceTimeout(SourceError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=True)
+
+
+class ResponseTooLarge(SourceError):
+    """An answer larger than the client's cap: dropped unread past it; the same call would get
+    the same answer, so retrying cannot help."""
+
+    def __init__(self, what: str, cap: int) -> None:
+        super().__init__(
+            f"{what}: the answer is larger than {cap} bytes, the cap on one answer (the"
+            " worker's FERRYMAN_SOURCE_MAX_RESPONSE_BYTES, the chart's"
+            " worker.sourceMaxResponseBytes): ask for smaller pages (spec.options.pageSize), or"
+            " raise the cap",
+            retryable=False,
+        )
 
 
 class RateLimited(SourceError):
@@ -84,8 +103,10 @@ class SourceClient:
     base_url: str
     auth: httpx.Auth
     timeout: float = 10.0
+    """Seconds one call may take in all: connecting, the answer's headers and its body."""
     guard: Guard | None = None
     secrets: tuple[str, ...] = ()
+    max_response_bytes: int = MAX_RESPONSE_BYTES
     client: httpx.Client = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
@@ -96,24 +117,39 @@ class SourceClient:
             timeout=httpx.Timeout(self.timeout, connect=5.0),
             limits=httpx.Limits(max_connections=32, max_keepalive_connections=32),
             follow_redirects=False,
-            event_hooks={"request": [self.guard]} if self.guard else {},
+            event_hooks={"request": [self._within_base, *([self.guard] if self.guard else [])]},
         )
+        self._base = httpx.URL(self.base_url)
+
+    def _within_base(self, request: httpx.Request) -> None:
+        """A request hook: OutsideBase unless the request stays on the base URL's scheme, host
+        and port, below its path, with no dot segment (``..``, also percent-encoded)."""
+        if not credentials.within_base(self._base, request.url):
+            raise credentials.OutsideBase(str(request.url), self.base_url)
 
     def call(self, request: Request, policy: ResponsePolicy = DEFAULT_POLICY) -> Reply:
         """One call, its body decoded; SourceError (RateLimited) as ``policy`` says. No retry."""
         what = f"{request.method} {self._redacted(request.path)}"
+        deadline = time.monotonic() + self.timeout
         try:
-            response = self.client.request(
-                request.method,
-                request.path,
-                params=dict(request.params) or None,
-                headers=dict(request.headers) or None,
-                json=request.json,
+            response = self.client.send(
+                self.client.build_request(
+                    request.method,
+                    request.path,
+                    params=dict(request.params) or None,
+                    headers=dict(request.headers) or None,
+                    json=request.json,
+                ),
+                stream=True,
             )
-        except HostNotBound as exc:
+            try:
+                content = self._read(response, what, deadline)
+            finally:
+                response.close()
+        except RequestRefused as exc:
             raise SourceError(f"{what}: {exc}", retryable=False) from None
         except httpx.TimeoutException:
-            raise SourceTimeout(f"{what} timed out after {self.timeout:g}s") from None
+            raise SourceTimeout(self._timed_out(what)) from None
         except httpx.ConnectError:
             raise SourceError(
                 f"{what}: cannot connect to {self.base_url} (check"
@@ -125,7 +161,7 @@ class SourceClient:
         status = response.status_code
         action = policy.action(status)
         if action != "ok":
-            self._log_answer(what, response)
+            self._log_answer(what, response, content)
         if action == "rate_limited":
             raise RateLimited(_wait(policy, response.headers), status, policy.backoff)
         if action == "retry":
@@ -138,10 +174,33 @@ class SourceClient:
                 gone=action == "gone",
             )
         try:
-            body = pydantic_core.from_json(response.content) if response.content else None
+            body = pydantic_core.from_json(content) if content else None
         except ValueError as exc:
             raise SourceError(f"{what}: the response is not JSON ({exc})", retryable=True) from None
         return Reply(status, response.headers, body)
+
+    def _read(self, response: httpx.Response, what: str, deadline: float) -> bytes:
+        """The answer's body, decoded: ResponseTooLarge past the cap (a declared length over it
+        is refused unread), SourceTimeout past the call's deadline."""
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_response_bytes:
+            raise ResponseTooLarge(what, self.max_response_bytes)
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                raise ResponseTooLarge(what, self.max_response_bytes)
+            if time.monotonic() > deadline:
+                raise SourceTimeout(self._timed_out(what))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _timed_out(self, what: str) -> str:
+        return (
+            f"{what} took longer than {self.timeout:g}s in all (the worker's"
+            " FERRYMAN_SOURCE_TIMEOUT, the chart's worker.sourceTimeout)"
+        )
 
     def get(self, request: Request) -> Any:
         """One call's decoded body."""
@@ -152,10 +211,11 @@ class SourceClient:
         access token changes); redacted, then cut."""
         return redact(text, (*self.secrets, *getattr(self.auth, "secrets", ())))
 
-    def _log_answer(self, what: str, response: httpx.Response) -> None:
+    def _log_answer(self, what: str, response: httpx.Response, content: bytes) -> None:
         """The source's words on a failed call, for whoever reads the worker's log: redacted,
         then cut (they never reach a run's status)."""
-        log.info("%s: HTTP %s: %s", what, response.status_code, self._redacted(response.text))
+        text = content.decode(response.encoding or "utf-8", "replace")
+        log.info("%s: HTTP %s: %s", what, response.status_code, self._redacted(text))
 
     def close(self) -> None:
         self.client.close()

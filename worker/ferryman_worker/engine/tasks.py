@@ -21,7 +21,13 @@ from ferryman_worker.engine import schedule, walks
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
 from ferryman_worker.engine.scope import Scope, Stop
 from ferryman_worker.engine.source import SourceError
-from ferryman_worker.errors import SeedingRefused
+from ferryman_worker.errors import (
+    CredentialRefused,
+    ListingShort,
+    MappingInvalid,
+    MappingRefused,
+    SeedingRefused,
+)
 from ferryman_worker.queue import JobContext, Unretryable, job
 
 MAX_CLAIMS = 50
@@ -79,7 +85,9 @@ def _hopeless(exc: Exception) -> bool:
     """Whether trying the task again cannot mend ``exc``."""
     if isinstance(exc, SourceError):
         return not exc.retryable
-    return isinstance(exc, SeedingRefused) or sqlstate.permanent(exc)
+    # MappingInvalid here is a stored snapshot its writer refuses
+    hopeless = SeedingRefused | CredentialRefused | ListingShort | MappingRefused | MappingInvalid
+    return isinstance(exc, hopeless) or sqlstate.permanent(exc)
 
 
 def _walk(

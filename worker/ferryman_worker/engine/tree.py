@@ -15,7 +15,8 @@ resume, at most what it held (its last round, and the parent the round before le
 half-fetched). A child whose body the source says is
 gone (HTTP 404 or 410: deleted since it was listed) is recorded as a row error, not written; a
 parent whose children's listing says so was deleted since its own listing, children and all: it
-has none left to write.
+has none left to write. A parent whose children's listing ends short of the total it states
+(``reconcile.parent``) fails its task, and with it the run (``ListingShort``).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from typing import Any
 
 from ferryman_worker import metrics
 from ferryman_worker.db import queries
-from ferryman_worker.engine import delta, paging, windows
+from ferryman_worker.engine import delta, paging, reconcile, windows
 from ferryman_worker.engine.scope import Scope
 from ferryman_worker.engine.source import SourceError
+from ferryman_worker.errors import ListingShort
+from ferryman_worker.providers import Kind
 
 log = logging.getLogger("ferryman.engine")
 
@@ -158,7 +161,8 @@ def _children_to_fetch(
     unless a delta wrote the parent: then all of them), and its malformed children."""
     listed = _list(scope, pool, parents)
     validated = [windows.validate(scope.kind, headers) for headers in listed]
-    valid_ids = [{str(getattr(model, "id", None)) for model in valid} for valid, _ in validated]
+    field = scope.kind.id
+    valid_ids = [{str(getattr(model, field, None)) for model in valid} for valid, _ in validated]
     written = {
         row["source_id"]
         for row in scope.conn.execute(
@@ -172,7 +176,7 @@ def _children_to_fetch(
     }
     renewed = delta.renewed_parents(scope.conn, scope.run, scope.kind, parents)
     return [
-        ([h for h in headers if str(h.get("id")) in (ids if p in renewed else ids - written)], bad)
+        ([h for h in headers if str(h.get(field)) in (ids if p in renewed else ids - written)], bad)
         for p, headers, ids, (_, bad) in zip(parents, listed, valid_ids, validated, strict=True)
     ]
 
@@ -182,6 +186,7 @@ def _list(scope: Scope, pool: Pool, parents: list[str]) -> list[list[dict[str, A
     kind = scope.kind
     size = paging.page_size(scope.options, kind)
     children: dict[str, list[dict[str, Any]]] = {parent: [] for parent in parents}
+    totals: dict[str, list[int]] = {parent: [] for parent in parents}
     at = {parent: paging.Position.start(kind) for parent in parents}
     pending = list(parents)
     while pending:
@@ -204,11 +209,24 @@ def _list(scope: Scope, pool: Pool, parents: list[str]) -> list[list[dict[str, A
             records = scope.provider.records(kind.name, reply)
             children[parent].extend(records)
             following = paging.following(kind, at[parent], reply, records, size)
+            listed = paging.Listed.of(kind, at[parent], reply, records, size, following)
+            totals[parent].extend([] if listed.total is None else [listed.total])
             if following is not None:
                 at[parent] = following
                 more.append(parent)
+            else:
+                _reconcile(kind, parent, len(children[parent]), totals[parent], listed)
         pending = more
     return [children[parent] for parent in parents]
+
+
+def _reconcile(
+    kind: Kind, parent: str, listed: int, totals: list[int], last: paging.Listed
+) -> None:
+    """ListingShort when a parent's children listing ended short of its stated total."""
+    short = reconcile.parent(kind, parent, listed, totals, last.ended_by or "")
+    if short:
+        raise ListingShort(short)
 
 
 def fetch_bodies(scope: Scope, pool: Pool, round_: list[_Body]) -> None:

@@ -33,11 +33,13 @@ def walk_pages(scope: Scope) -> None:
     at, reply, offset = fetch_page(scope, at, size)
     records = scope.provider.records(kind.name, reply)
     following = paging.following(kind, at, reply, records, size, int(options["stripes"]))
+    listed = paging.Listed.of(kind, at, reply, records, size, following)
     parts = list(windows.split(records[offset:], int(options["window_size"]))) or [[]]
     for window in parts[:-1]:
         offset += len(window)
         scope.commit_window(window, offset)
-    scope.commit_window(parts[-1], offset + len(parts[-1]), finish=True, following=following)
+    end = offset + len(parts[-1])
+    scope.commit_window(parts[-1], end, finish=True, following=following, listed=listed)
 
 
 def fetch_page(scope: Scope, at: paging.Position, size: int) -> tuple[paging.Position, Reply, int]:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ferryman_worker.db import queries
 from ferryman_worker.destinations import Writer
+from ferryman_worker.errors import MappingRefused
 from ferryman_worker.providers import Kind
 
 LEDGER_KEY = "ferryman_ledger_pkey"
@@ -91,7 +92,7 @@ def validate(kind: Kind, records: list[dict[str, Any]]) -> tuple[list[BaseModel]
         try:
             valid.append(kind.model.model_validate(record))
         except ValidationError as exc:
-            malformed.append((_source_id(record), _reason(exc)))
+            malformed.append((_source_id(record, kind.id), _reason(exc)))
     return valid, malformed
 
 
@@ -149,9 +150,10 @@ def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
             if exc.diag.constraint_name == LEDGER_KEY:  # written once, before: skip it
                 counts.skipped += 1
             else:
-                refused.append((_source_id(model), _db_reason(exc)))
+                refused.append((_source_id(model, target.kind.id), _db_reason(exc)))
         except REFUSED as exc:
-            refused.append((_source_id(model), _db_reason(exc)))
+            _mapping_at_fault(target, exc)
+            refused.append((_source_id(model, target.kind.id), _db_reason(exc)))
     params = _close_params(target, window, refused)
     params.update(written=counts.written, skipped=counts.skipped)
     with _gate():
@@ -211,9 +213,37 @@ def _as_is(payload: Any) -> Any:
     return payload
 
 
-def _source_id(record: dict[str, Any] | BaseModel) -> str | None:
-    value = getattr(record, "id", None) if isinstance(record, BaseModel) else record.get("id")
+def _source_id(record: Any, field: str) -> str | None:
+    """The record's id, when it has one (a listing's item may not even be an object)."""
+    if isinstance(record, BaseModel):
+        value = getattr(record, field, None)
+    else:
+        value = record.get(field) if isinstance(record, dict) else None
     return None if value is None else str(value)
+
+
+SOURCE_ID_SLOTS = ("ferryman_ledger", "ferryman_landing")
+"""The tables whose source_id the writer fills from the mapping's sourceId."""
+
+
+def _mapping_at_fault(target: Target, exc: Exception) -> None:
+    """MappingRefused when the database refused a row for the mapping's fault, not the
+    record's: its ledger slot without a source id (the mapping's sourceId names no field of
+    the records; a record without its id is malformed before it is written)."""
+    diag = getattr(exc, "diag", None)
+    if (
+        isinstance(exc, psycopg.errors.NotNullViolation)
+        and diag is not None
+        and diag.table_name in SOURCE_ID_SLOTS
+        and diag.column_name == "source_id"
+    ):
+        raise MappingRefused(
+            f"{target.kind.name}: the record's source id is null in the ledger: the run's"
+            f" sourceId for {target.kind.name} names no field its records carry (the provider"
+            f" declares its id as {target.kind.id!r}): set the mapping's"
+            f" kinds.{target.kind.name}.sourceId to {target.kind.id_pointer} (`ferryman mapping"
+            " check --provider` names every pointer that cannot resolve), then run it again"
+        ) from exc
 
 
 def _reason(exc: ValidationError) -> str:

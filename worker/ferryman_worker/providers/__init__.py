@@ -173,6 +173,14 @@ class Kind:
     changed_since: ChangedSince | None = None
     """How a delta run lists only what changed; None: a delta lists the kind whole and the
     ledger skips what is unchanged (a hash of each record is its version)."""
+    id: str = "id"
+    """The record field holding its source id (what the ledger keys it by, unless the run's
+    mapping says otherwise)."""
+
+    @property
+    def id_pointer(self) -> str:
+        """The JSON pointer of ``id`` in a record."""
+        return "/" + self.id.replace("~", "~0").replace("/", "~1")
 
 
 class Provider(Protocol):

@@ -59,7 +59,7 @@ class Stops:
             return "an empty page"
         if self.more and dig(reply.body, self.more) is False:
             return f"{self.more} is false"
-        total = self._total(reply)
+        total = self.stated_total(reply)
         if total is not None and seen is not None and seen >= total:
             return f"the total ({total}) is reached"
         if self.short_page and len(records) < size:
@@ -68,7 +68,13 @@ class Stops:
             return f"the declared maximum of {self.max_pages} pages"
         return None
 
-    def _total(self, reply: Reply) -> int | None:
+    @property
+    def declared_total(self) -> str:
+        """Where the listing states its size (a body path or a header), "" if nowhere."""
+        return self.total or self.total_header
+
+    def stated_total(self, reply: Reply) -> int | None:
+        """The listing's record count as this page states it, or None."""
         value: Any = None
         if self.total:
             value = dig(reply.body, self.total)
@@ -110,6 +116,15 @@ class Pagination:
     def seen(self, token: Any, records: Sequence[Any], size: int) -> int | None:
         """How many records the listing has given up to this page's end, if known."""
         return None
+
+    @property
+    def declared_total(self) -> str:
+        """Where the listing states its size ("" : nowhere): its walk is reconciled with it."""
+        return self.stops.declared_total
+
+    def stated_total(self, reply: Reply, records: Sequence[Any]) -> int | None:
+        """The least number of records the listing holds as this page states it, or None."""
+        return self.stops.stated_total(reply)
 
     def next(self, token: Any, reply: Reply, records: Sequence[Any], size: int, page: int) -> Any:
         """The next page's token, or None when a stop rule says the listing ended here."""
@@ -179,6 +194,20 @@ class PageNumber(Pagination):
 
     def seen(self, token: Any, records: Sequence[Any], size: int) -> int | None:
         return (int(token) - self.first_page) * size + len(records)
+
+    @property
+    def declared_total(self) -> str:
+        return self.stops.declared_total or self.total_pages
+
+    def stated_total(self, reply: Reply, records: Sequence[Any]) -> int | None:
+        """The stated total; else, from the number of pages, the least it can be: every page
+        but the last as long as this one (the source may serve fewer than asked for), the last
+        with one record."""
+        total = self.stops.stated_total(reply)
+        pages = dig(reply.body, self.total_pages) if self.total_pages else None
+        if total is None and isinstance(pages, int) and not isinstance(pages, bool):
+            return max(pages - 1, 0) * len(records) + min(pages, 1)
+        return total
 
     def stop(
         self, token: Any, reply: Reply, records: Sequence[Any], size: int, page: int

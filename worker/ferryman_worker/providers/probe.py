@@ -40,6 +40,8 @@ PAGE = ("page", "_page", "pageNumber", "page_number", "p")
 SIZE = ("perPage", "per_page", "pageSize", "page_size", "limit", "_limit", "size")
 OFFSET = ("offset", "_start", "start", "skip", "from")
 NEXT_OFFSET = ("next_start", "next_offset", "nextOffset", "next_skip")
+PAGING_PARAMS = ("sizeParam", "pageParam", "offsetParam", "param")
+"""The keys of a ``pagination`` block naming a query parameter the pagination itself sets."""
 RECORDS = ("data", "items", "results", "records", "entries", "values", "rows", "nodes")
 
 
@@ -51,6 +53,19 @@ class Suggestion:
     pagination: dict[str, Any]
     records: str
     why: str
+
+    def request(self, url: str) -> dict[str, Any]:
+        """The kind's ``request`` for ``url``: its path, and the query parameters the answer
+        may depend on (json-server sends its Link header only when ``_page`` is asked for),
+        but not those the pagination sets on each page."""
+        parts = urllib.parse.urlsplit(url)
+        paged = {self.pagination.get(key) for key in PAGING_PARAMS}
+        query = {
+            name: value
+            for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+            if name not in paged
+        }
+        return {"path": parts.path or "/", **({"query": query} if query else {})}
 
 
 def suggest(url: str, headers: Mapping[str, str], body: Any) -> list[Suggestion]:
@@ -241,7 +256,11 @@ def snippet(url: str, status: int, suggestions: list[Suggestion]) -> str:
         "# Nothing was chosen for you: check it against the API's documentation, then try it",
         "# with `ferryman provider sample`.",
         f"# Why: {best.why}.",
-        yaml.safe_dump({"records": best.records, "pagination": best.pagination}, sort_keys=False),
+        *_query_note(best.request(url)),
+        yaml.safe_dump(
+            {"request": best.request(url), "records": best.records, "pagination": best.pagination},
+            sort_keys=False,
+        ),
     ]
     if others:
         lines.append("# The response also fits:")
@@ -251,3 +270,14 @@ def snippet(url: str, status: int, suggestions: list[Suggestion]) -> str:
         ).strip()
         lines.append(f"#   pagination: {flow}   # {other.why}")
     return "\n".join(line.rstrip("\n") for line in lines)
+
+
+def _query_note(request: dict[str, Any]) -> list[str]:
+    if "query" not in request:
+        return []
+    names = ", ".join(request["query"])
+    return [
+        f"# request.query keeps {names} from the probed URL: the answer (its links, its paging)",
+        "# may depend on it; drop it only once `provider sample` shows the whole listing without",
+        "# it.",
+    ]

@@ -33,7 +33,7 @@ CONDITION_TYPE: Final = (
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
 )
 CONDITION_REASON: Final = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
-TOKEN_HOST: Final = r"[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?"
+TOKEN_HOST: Final = r"(https?://)?[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?(:[0-9]{1,5})?"
 
 SECRET_ADVICE: Final = (
     "put them in a Secret and reference it with spec.source.credentialsSecretRef {name, key}"
@@ -81,10 +81,19 @@ def _check_host(host: str) -> str:
     if not re.fullmatch(TOKEN_HOST, host):
         raise PydanticCustomError(
             "host",
-            "must be a host with an optional port, e.g. login.example.com or auth.internal:8443"
-            " (no scheme, path or wildcard): the host of the provider's OAuth2 tokenUrl",
+            "must be a host with an optional scheme and port, e.g. login.example.com (https on"
+            " 443), auth.internal:8443 or http://auth.internal:8080 (no path or wildcard): the"
+            " host of the provider's OAuth2 tokenUrl",
         )
     return host.lower()
+
+
+def _check_secret_key(key: str) -> str:
+    """A Secret's key is never ``.`` or ``..`` (Kubernetes refuses them too): locally it is a
+    file's name in the credentials folder."""
+    if key in (".", ".."):
+        raise PydanticCustomError("secret_key", "must be a Secret's key, not '.' or '..'")
+    return key
 
 
 def _cel(rule: str, message: str, reason: str | None = None) -> dict[str, str]:
@@ -149,14 +158,28 @@ class SecretKeyRef(_Model):
     name: DnsSubdomain
     """Name of the Secret, in the MigrationRun's namespace."""
 
-    key: Annotated[str, Field(min_length=1, max_length=253, pattern=SECRET_KEY)] = "token"
+    key: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=253,
+            pattern=SECRET_KEY,
+            json_schema_extra={
+                "x-kubernetes-validations": [
+                    _cel("self != '.' && self != '..'", "must be a Secret's key, not '.' or '..'")
+                ]
+            },
+        ),
+        AfterValidator(_check_secret_key),
+    ] = "token"
     """Key of the Secret whose value is the source credential."""
 
     token_host: Annotated[str, Field(max_length=259), AfterValidator(_check_host)] | None = None
     """`ferryman run` only: a second host the credential may be sent to, the one of the
     provider's OAuth2 tokenUrl when it is not the baseURL's (a login host, e.g.
-    login.example.com; with :port to allow that port only). Locally a credential is bound to
-    the baseURL's host, and to this one when given. On Kubernetes a credential is bound by its
+    login.example.com: https on 443; auth.internal:8443 another port; http://auth.internal:8080
+    plain http). Locally a credential is bound to the baseURL's scheme, host and port, and to
+    this one when given. On Kubernetes a credential is bound by its
     Secret's ferryman.dev/hosts annotation: the operator refuses a run that sets this."""
 
 
@@ -223,6 +246,18 @@ class RunOptions(_Model):
 
     parents_per_task: Annotated[int, Field(ge=1, le=1000, strict=True)] = 10
     """Parent records (e.g. deals) whose children (e.g. their messages) one tree task imports."""
+
+
+class ErrorBudget(_Model):
+    """How many of a kind's records may be refused (malformed, or refused by the database)
+    before the kind fails its run."""
+
+    share: Annotated[float, Field(ge=0, le=1)] = 0.5
+    """The largest share of a kind's records that may be refused: more fails the run, naming
+    the kind and its most frequent reasons (0: any refused record fails it; 1: never)."""
+
+    kinds: dict[Identifier, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
+    """A kind's own share instead of the run's, e.g. {notes: 0.2}."""
 
 
 MAPPING_ONE_OF: Final = (
@@ -314,6 +349,10 @@ class MigrationRunSpec(_Model):
 
     options: RunOptions = Field(default_factory=RunOptions)
     """Tuning: stripes, page and window sizes, in-flight limit, fetch threads."""
+
+    error_budget: ErrorBudget = Field(default_factory=ErrorBudget)
+    """How many of a kind's records may be refused before the kind fails the run (by default
+    more than half fails it, so a kind whose every record is refused never ends Succeeded)."""
 
     suspend: Annotated[bool, Field(strict=True)] = False
     """True pauses the run at the next window; false resumes it."""

@@ -43,3 +43,10 @@ SELECT source_id, record FROM ferryman_landing
 -- A sample's first step, inside the transaction it rolls back: the sampled kinds' slots of the
 -- workspace, so records already imported (or landed) are written again.
 DELETE FROM ferryman_ledger WHERE workspace = %(workspace)s AND kind = ANY(%(kinds)s);
+
+-- name: table_resolved
+-- A table as PostgreSQL resolves its name (the search path for an unqualified one): its schema
+-- and name, unquoted (NULL: no such table).
+SELECT n.nspname AS schema, c.relname AS name
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.oid = to_regclass(%(table)s);

@@ -156,7 +156,9 @@ SELECT ferryman_close_window(%(task_id)s, %(job_id)s, %(run_id)s, %(kind)s, %(of
                              %(written)s, %(skipped)s, %(errors)s) AS failed;
 
 -- name: finish_task
-UPDATE ferryman_tasks SET status = 'done', finished_at = now(), heartbeat_at = now()
+-- With what the task's page listed (NULL for a tree task), for its kind's reconciliation.
+UPDATE ferryman_tasks SET status = 'done', finished_at = now(), heartbeat_at = now(),
+       listed = %(listed)s, stated_total = %(stated_total)s, ended_by = %(ended_by)s
  WHERE id = %(task_id)s AND status = 'running' AND job_id = %(job_id)s
 RETURNING id;
 
@@ -184,6 +186,38 @@ SELECT count(*) AS n FROM ferryman_tasks
 UPDATE ferryman_runs SET phase = phase + 1, heartbeat_at = now()
  WHERE id = %(run_id)s AND phase = %(phase)s AND state = 'running'
 RETURNING phase;
+
+-- name: kind_listings
+-- A closing phase's page walks, per kind and part of its split: the records their pages listed,
+-- the least and greatest total the source stated (NULL: none did), and the rules that ended the
+-- part's chains.
+SELECT kind, coalesce((cursor->>'part')::int, 0) AS part, count(*) AS pages,
+       count(listed) AS counted, sum(listed) AS listed, min(stated_total) AS low, max(stated_total) AS high,
+       array_agg(DISTINCT ended_by) FILTER (WHERE ended_by IS NOT NULL) AS ended_by,
+       sum(rows_skipped) AS skipped
+  FROM ferryman_tasks
+ WHERE run_id = %(run_id)s AND phase = %(phase)s AND status = 'done' AND NOT cursor ? 'parents'
+ GROUP BY kind, part ORDER BY kind, part;
+
+-- name: kind_refusals
+-- A closing phase's kinds: records written, skipped and refused (malformed or refused by the
+-- database), and the most frequent reasons of the refused (at most three, with their counts).
+SELECT t.kind, sum(t.rows_written) AS written, sum(t.rows_skipped) AS skipped,
+       sum(t.rows_failed) AS failed,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object('reason', r.reason, 'n', r.n)), '[]')
+          FROM (SELECT left(e.reason, 200) AS reason, count(*) AS n FROM ferryman_row_errors e
+                 WHERE e.run_id = %(run_id)s AND e.kind = t.kind
+                 GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 3) r) AS reasons
+  FROM ferryman_tasks t
+ WHERE t.run_id = %(run_id)s AND t.phase = %(phase)s
+ GROUP BY t.kind ORDER BY t.kind;
+
+-- name: save_verdict
+INSERT INTO ferryman_run_kinds (run_id, kind, verdict, listed, total, note)
+VALUES (%(run_id)s, %(kind)s, %(verdict)s, %(listed)s, %(total)s, %(note)s)
+ON CONFLICT (run_id, kind) DO UPDATE
+   SET verdict = EXCLUDED.verdict, listed = EXCLUDED.listed, total = EXCLUDED.total,
+       note = EXCLUDED.note, at = now();
 
 -- name: finish_run
 UPDATE ferryman_runs SET state = %(state)s, finished_at = now(), error = %(error)s
@@ -230,11 +264,18 @@ SELECT source_id FROM ferryman_ledger
 -- name: run_progress
 -- One aggregate per run (every run, the run ``run_id``, or the runs named in ``names``): tasks by
 -- state and rows, summed from the task rows (no hot counter), with what its ETA needs
--- (provider and its snapshot, options). The operator reads every live run with one of these per refresh.
+-- (provider and its snapshot, options), and its kinds' verdicts so far (``verdicts``: kind,
+-- verdict, listed, total, note, in phase order). The operator reads every live run with one of
+-- these per refresh.
 SELECT r.id, r.name, r.workspace, r.state, r.suspended, r.phase, r.phases, r.kinds,
        r.created_at, r.started_at, r.finished_at, r.heartbeat_at, r.error, r.provider,
        r.provider_definition,
-       r.options, t.*
+       r.options, t.*,
+       (SELECT coalesce(jsonb_agg(jsonb_build_object('kind', v.kind, 'verdict', v.verdict,
+                                                     'listed', v.listed, 'total', v.total,
+                                                     'note', v.note)
+                                  ORDER BY array_position(r.kinds, v.kind)), '[]')
+          FROM ferryman_run_kinds v WHERE v.run_id = r.id) AS verdicts
   FROM ferryman_runs r
  CROSS JOIN LATERAL (
        SELECT count(t.id) AS tasks_total,
@@ -296,7 +337,8 @@ SELECT t.run_id, t.kind, t.phase, count(*) AS tasks,
        sum(t.rows_written) AS written, sum(t.rows_skipped) AS skipped,
        sum(t.rows_failed) AS failed, min(t.claimed_at) AS first_claim,
        max(t.finished_at) AS last_finish, coalesce(max(a.seconds), 0) AS active_seconds,
-       bool_or(t.cursor ? 'parents') AS tree
+       bool_or(t.cursor ? 'parents') AS tree,
+       max(t.stated_total) AS stated_total, coalesce(sum(t.listed), 0) AS listed
   FROM ferryman_tasks t LEFT JOIN active a ON a.run_id = t.run_id AND a.kind = t.kind
  WHERE t.run_id = ANY(%(run_ids)s::bigint[])
  GROUP BY t.run_id, t.kind, t.phase ORDER BY t.run_id, t.phase, t.kind;
@@ -456,26 +498,26 @@ RETURNING name;
 -- The credential's token row, from the Secret's refresh token the first time, and again from it
 -- when the Secret holds another one (a user authorized again). Locks the row either way (until
 -- the transaction ends): a second worker waits here for the first one's refresh.
-INSERT INTO ferryman_oauth_tokens (credential, seed_sha256, refresh_token)
-VALUES (%(credential)s, %(seed_sha256)s, %(seed)s)
+-- %(seed)s comes sealed (with the credential's own key), like every token the row holds.
+INSERT INTO ferryman_oauth_tokens (credential, seed_sha256, refresh_token, sealed)
+VALUES (%(credential)s, %(seed_sha256)s, %(seed)s, true)
 ON CONFLICT (credential) DO UPDATE
    SET seed_sha256 = EXCLUDED.seed_sha256, refresh_token = EXCLUDED.refresh_token,
-       access_token = NULL, expires_at = NULL
+       access_token = NULL, expires_at = NULL, sealed = true
  WHERE ferryman_oauth_tokens.seed_sha256 <> EXCLUDED.seed_sha256;
 
 -- name: lock_oauth_token
--- The locked row; ``fresh``: its access token is not %(stale)s (the one a source refused) and
--- lives %(skew)s more seconds, so no refresh is needed.
-SELECT refresh_token, access_token,
-       access_token IS NOT NULL AND access_token IS DISTINCT FROM %(stale)s
-       AND expires_at > now() + make_interval(secs => %(skew)s) AS fresh,
-       greatest(0, extract(epoch FROM expires_at - now())) AS lives
+-- The locked row: its tokens (sealed unless ``sealed`` is false: a row from before tokens were
+-- sealed) and the seconds its access token still lives (0: none, or expired).
+SELECT refresh_token, access_token, sealed,
+       coalesce(greatest(0, extract(epoch FROM expires_at - now())), 0) AS lives
   FROM ferryman_oauth_tokens WHERE credential = %(credential)s FOR UPDATE;
 
 -- name: save_oauth_token
 -- The token endpoint's answer, committed before any worker uses it.
+-- Both tokens come sealed; %(rotated)s: the refresh token is a new one.
 UPDATE ferryman_oauth_tokens
-   SET access_token = %(access_token)s, refresh_token = %(refresh_token)s,
+   SET access_token = %(access_token)s, refresh_token = %(refresh_token)s, sealed = true,
        expires_at = now() + make_interval(secs => %(expires_in)s),
-       rotations = rotations + (refresh_token <> %(refresh_token)s)::int, refreshed_at = now()
+       rotations = rotations + %(rotated)s::int, refreshed_at = now()
  WHERE credential = %(credential)s;

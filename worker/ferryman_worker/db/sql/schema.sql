@@ -297,6 +297,27 @@ CREATE TABLE ferryman_runs (
     mapping        jsonb                            -- migrations/0020: the mapping as admitted
 );
 CREATE UNIQUE INDEX ferryman_runs_one_live ON ferryman_runs (workspace) WHERE state = 'running';
+-- migrations/0070: a run's definition is written once, at admission: the workspace, the source, the credential
+-- reference, the kinds, phases and options, and the provider and mapping snapshots. No statement
+-- of ferryman changes them afterwards; whatever else reaches the row (a write path into ferryman's
+-- tables, a role that may update them) is refused, so what a worker reads back is what admission
+-- checked.
+CREATE FUNCTION ferryman_runs_as_admitted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF (NEW.workspace, NEW.provider, NEW.base_url, NEW.credential, NEW.kinds, NEW.phases,
+        NEW.options, NEW.provider_definition, NEW.mapping)
+       IS DISTINCT FROM
+       (OLD.workspace, OLD.provider, OLD.base_url, OLD.credential, OLD.kinds, OLD.phases,
+        OLD.options, OLD.provider_definition, OLD.mapping) THEN
+        RAISE EXCEPTION 'run % is as it was admitted: its definition cannot change', OLD.name
+            USING ERRCODE = 'integrity_constraint_violation',
+                  HINT = 'admit a new run (a new MigrationRun) instead';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER ferryman_runs_as_admitted BEFORE UPDATE ON ferryman_runs
+    FOR EACH ROW EXECUTE FUNCTION ferryman_runs_as_admitted();
 
 -- A task: the unit of scheduling and retry. Owns a cursor and how far it got (processed_offset).
 CREATE TABLE ferryman_tasks (
@@ -320,6 +341,12 @@ CREATE TABLE ferryman_tasks (
     heartbeat_at     timestamptz,
     finished_at      timestamptz,
     error            text,
+    -- migrations/0090: what the task's page listed, for its kind's reconciliation (a page walk's
+    -- tasks, set when the task is done): its records, the total the source stated on it (NULL:
+    -- none), and the stop rule that ended its chain there (NULL: the chain went on)
+    listed           integer,
+    stated_total     bigint,
+    ended_by         text,
     UNIQUE (run_id, kind, cursor_key)
 );
 CREATE INDEX ferryman_tasks_open ON ferryman_tasks (run_id, phase, status)
@@ -337,6 +364,20 @@ CREATE TABLE ferryman_ledger (
     source_deleted_at timestamptz,    -- migrations/0050: when a delta saw the record deleted
     version_run_id bigint,            -- migrations/0060: the delta that updated it (NULL: run_id)
     PRIMARY KEY (workspace, kind, source_id)
+);
+
+-- (from migrations/0090_kind_verdicts.sql) Each kind's verdict, written by the barrier that closes
+-- its phase: whether what the run listed adds up to what the source said it holds (reconciled,
+-- unverified: the source states no total, short), or too many of its records were refused.
+CREATE TABLE ferryman_run_kinds (
+    run_id  bigint      NOT NULL REFERENCES ferryman_runs (id) ON DELETE CASCADE,
+    kind    text        NOT NULL,
+    verdict text        NOT NULL CHECK (verdict IN ('reconciled', 'unverified', 'short', 'refused')),
+    listed  bigint,                -- records its pages listed (NULL: a tree kind, per parent)
+    total   bigint,                -- the least total the source stated (NULL: none)
+    note    text        NOT NULL,  -- what the verdict rests on, and the drift it explains
+    at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, kind)
 );
 
 -- Rows rolled back as malformed, with their reason. They hold no ledger slot.
@@ -624,7 +665,7 @@ BEGIN
 END
 $$;
 
--- ---- from migrations/0040_oauth_tokens.sql
+-- ---- from migrations/0040_oauth_tokens.sql (and its column sealed, 0080)
 -- OAuth2 tokens of source credentials whose refresh tokens rotate: the one copy of the current
 -- refresh token, shared by every worker. A refresh holds the credential's row lock from before
 -- the token endpoint is called until the rotated token is committed, so the fleet spends each
@@ -636,7 +677,10 @@ CREATE TABLE ferryman_oauth_tokens (
     access_token  text,
     expires_at    timestamptz,
     rotations     bigint      NOT NULL DEFAULT 0,
-    refreshed_at  timestamptz
+    refreshed_at  timestamptz,
+    -- (0080) both tokens are sealed with a key derived from the credential's own values; false
+    -- only on a row written before tokens were sealed, until its credential's next use
+    sealed        boolean     NOT NULL DEFAULT true
 );
 
 -- ---- from migrations/0050_source_versions.sql

@@ -286,6 +286,7 @@ class DeclaredProvider:
             policy=_policy(kind.responses or self.document.spec.responses),
             max_page_size=kind.pagination.max_page_size,
             changed_since=_changed_since(kind),
+            id=kind.id,
         )
 
     @functools.cached_property
@@ -311,7 +312,7 @@ class DeclaredProvider:
                 f"kinds.{kind}.records: the page has no list at {self.specs[kind].records!r}"
                 f" (its top-level keys: {_keys(reply.body)}); point `records` at the list"
             )
-        return found
+        return [_as_record(self.specs[kind], item) for item in found]
 
     def body(self, kind: str, record: dict[str, Any]) -> Request | None:
         declared = self.specs[kind].body
@@ -344,6 +345,15 @@ def _auth(declared: s.AuthSpec) -> AuthStyle:
         )
     )
     return AuthStyle(declared.style, declared.name, declared.prefix, oauth2)
+
+
+def _as_record(kind: s.KindSpec, item: Any) -> Any:
+    """A listing's item as a record: an object as it is; a string or a whole number (a listing
+    of ids, such as Matrix's ``joined_rooms``) as a record holding only the kind's id field.
+    Anything else stays as it is, and is malformed."""
+    is_id = isinstance(item, str) or (isinstance(item, int) and not isinstance(item, bool))
+    source = kind.fields[kind.id].source or kind.id
+    return {source: item} if is_id and "." not in source else item
 
 
 def _keys(body: Any) -> str:

@@ -205,7 +205,8 @@ class StopSpec(_Spec):
     number and keyset, no otherwise."""
 
     max_pages: Annotated[int, Field(ge=0)] = 0
-    """At most this many pages (0: no maximum)."""
+    """At most this many pages: the listing ends there. 0: no declared maximum, and a listing
+    past 100,000 pages fails its task, naming this field."""
 
 
 class _Paging(_Spec):
@@ -444,7 +445,8 @@ class KindSpec(_Spec):
     """The first page's request (the pagination adds its parameters)."""
 
     records: str = ""
-    """Body path of the page's records ("" : the body is the list)."""
+    """Body path of the page's records ("" : the body is the list). A list of ids (strings or
+    whole numbers, e.g. Matrix's joined_rooms) gives records holding only the kind's id field."""
 
     pagination: Paging = Field(default_factory=lambda: SinglePaging(style="single"))
     """How pages follow each other and when the listing ends (default: one page)."""
