@@ -1,5 +1,9 @@
-"""Shared fixtures: one real PostgreSQL per test session (embedded, or FERRYMAN_TEST_DATABASE_URL's
-server), a migrated template database, and a fresh database cloned from it per test."""
+"""Shared fixtures: one real PostgreSQL per test process (embedded, or FERRYMAN_TEST_DATABASE_URL's
+server), a migrated template database, and a fresh database cloned from it per test.
+
+Under pytest-xdist (`hack/test` runs `-n`), each worker process has its own embedded server and
+its own template's name, and the tests that share something expensive or machine-wide are put in
+one `xdist_group` so that `--dist loadgroup` keeps them on one worker (`GROUPS`)."""
 
 from __future__ import annotations
 
@@ -17,8 +21,79 @@ from ferryman_worker.db import connect, databases, embedded, migrate
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SUPPORT = ROOT / "tests" / "support"
 sys.path.insert(0, str(SUPPORT))  # test job modules, importable here and by worker subprocesses
-TEMPLATE = "ferryman_template"
+pytest_plugins = ["durations_budget", "xdist_groups", "pytester"]  # see their docstrings
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+"""This xdist worker's name (gw0, gw1, ...), "" without xdist."""
+TEMPLATE = f"ferryman_template_{WORKER}" if WORKER else "ferryman_template"
+"""Per worker: workers sharing FERRYMAN_TEST_DATABASE_URL's server must not drop each other's."""
 _counter = itertools.count()
+SHARED_SERVER_GROUP = "postgres-cluster-objects"
+"""With FERRYMAN_TEST_DATABASE_URL, the tests that name databases or roles of their own on the
+admin connection (roles are cluster-wide): one worker, so two never create the same one."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups into the test ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test's xdist group (see `xdist_group`); then the groups that take longest go first
+    (`GROUP_WEIGHT`), so that they do not start last while the other workers sit idle."""
+    for item in items:
+        group = xdist_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+    if WORKER:  # (a serial run keeps the collection order)
+        items.sort(key=lambda item: -GROUP_WEIGHT.get(_group_of(item).split(":")[0], 0))
+
+
+GROUP_WEIGHT = {"node": 3, "k8s": 2, "sources": 1}
+"""Which groups go first (stable sort: the collection order within a weight)."""
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The group a test runs in, by what it shares:
+
+    - `node`: every test marked `node` (one node per machine: kubelet's fixed paths, and the
+      session's control plane carries it);
+    - `k8s:<module>`: the other tests marked `k8s`, by module (each worker starts its own control
+      plane; a module shares its `release`);
+    - `sources:<fixture>`: the tests of one session-wide real source server (PocketBase, its
+      rate-limited twin, json-server), so each is started and seeded once;
+    - `SHARED_SERVER_GROUP` with FERRYMAN_TEST_DATABASE_URL (see there)."""
+    if item.get_closest_marker("node"):
+        return "node"
+    if item.get_closest_marker("k8s"):
+        return f"k8s:{item.nodeid.split('::')[0]}"
+    names = getattr(item, "fixturenames", ())
+    for server in SESSION_SERVERS:
+        if server in names:
+            return f"sources:{server}"
+    if os.environ.get("FERRYMAN_TEST_DATABASE_URL") and _names_cluster_objects(item):
+        return SHARED_SERVER_GROUP
+    return None
+
+
+SESSION_SERVERS = ("pocketbase_limited", "pocketbase", "json_server")
+"""The session fixtures of tests/support/source_servers.py."""
+
+
+def _group_of(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    return str(marker.args[0]) if marker and marker.args else ""
+
+
+def _names_cluster_objects(item: pytest.Item) -> bool:
+    """The test, or a fixture it uses other than this file's, asks for `pg_admin_url` itself."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    if "pg_admin_url" in info.argnames:
+        return True
+    own = {"template_url", "db_url", "conn"}
+    return any(
+        "pg_admin_url" in definition.argnames
+        for name, definitions in info.name2fixturedefs.items()
+        if name not in own
+        for definition in definitions
+    )
 
 
 @pytest.fixture(scope="session")
