@@ -209,8 +209,16 @@ def test_references_natural_keys_and_refusals(app: connect.Connection) -> None:
         ],
     )
 
-    assert [(c.written, c.failed) for c in (orgs, people, deals, notes)] == [
-        (2, 0), (2, 1), (2, 1), (1, 2),
+    # the existing company and contact are matched by their natural keys, not written
+    assert [(c.written, c.matched, c.failed) for c in (orgs, people, deals, notes)] == [
+        (1, 1, 0), (1, 1, 1), (2, 0, 1), (1, 0, 2),
+    ]  # fmt: skip
+    tasks = app.execute(
+        "SELECT kind, rows_written, rows_matched FROM ferryman_tasks WHERE run_id = %s ORDER BY id",
+        (run.run_id,),
+    ).fetchall()
+    assert [(t["kind"], t["rows_written"], t["rows_matched"]) for t in tasks] == [
+        ("organizations", 1, 1), ("people", 1, 1), ("deals", 2, 0), ("notes", 1, 0),
     ]  # fmt: skip
     errors = run.errors()
     assert errors[("people", "2")].endswith("references organizations 99, which is not imported")

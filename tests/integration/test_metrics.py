@@ -61,11 +61,12 @@ def test_a_faulty_runs_metrics_match_the_database_and_the_sources_counts(db_url:
         row = db(
             db_url,
             "SELECT sum(rows_written) AS written, sum(rows_skipped) AS skipped,"
-            " sum(rows_failed) AS malformed FROM ferryman_tasks WHERE run_id = %s AND kind = %s",
+            " sum(rows_matched) AS matched, sum(rows_failed) AS malformed"
+            " FROM ferryman_tasks WHERE run_id = %s AND kind = %s",
             run_id,
             kind,
         )
-        for outcome in ("written", "skipped", "malformed"):
+        for outcome in ("written", "skipped", "matched", "malformed"):
             got = total(after, "ferryman_rows_total", run="run-1", kind=kind, outcome=outcome)
             assert got == row[outcome], (kind, outcome, got, row[outcome])
     assert total(after, "ferryman_rows_total", outcome="malformed") > 0

@@ -14,6 +14,7 @@ from ferryman_operator.reconcile import pool
 from ferryman_operator.reconcile.admission import Candidate
 from ferryman_worker import metrics
 from ferryman_worker.contract import ConnectionBudget
+from ferryman_worker.engine import windows
 
 DASHBOARD = pathlib.Path(__file__).parents[2] / "charts/ferryman/dashboards/ferryman.json"
 
@@ -25,7 +26,7 @@ def exported() -> dict[str, set[str]]:
     try:
         metrics.lanes({"migrations": 4})
         metrics.job_ended(metrics.job_started("migrations", "ferryman.task", 0.002), "retrying")
-        metrics.window((1, "ns/run"), "people", 50, 0, 1, 0.01)
+        metrics.window((1, "ns/run"), "people", windows.Counts(written=50, failed=1), 0.01)
         metrics.source_call("c0ffee", 200, False, 0.02)
         metrics.tokens("c0ffee", leased=100, spent=20)
         metrics.token_wait("c0ffee", 0.5)

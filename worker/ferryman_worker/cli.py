@@ -149,6 +149,23 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
+    import datetime
+    import pathlib
+
+    from ferryman_worker import report
+
+    with current_database(settings) as conn:
+        found = report.build(conn, args.run, datetime.datetime.now(datetime.UTC))
+    rendered = report.render(found, args.format)
+    if args.output is None:
+        sys.stdout.write(rendered)
+    else:
+        pathlib.Path(args.output).write_text(rendered, encoding="utf-8")
+        print(f"wrote the {args.format} report of {args.run} to {args.output}")
+    return 0
+
+
 def cmd_errors(args: argparse.Namespace, settings: Settings) -> int:
     from ferryman_worker.engine import runs
 
@@ -283,6 +300,20 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="progress of every run, or of one")
     status.add_argument("run", nargs="?", help="namespace/name of the run (default: all)")
     status.set_defaults(handler=cmd_status)
+    report_ = commands.add_parser(
+        "report",
+        help="a run's migration report: per kind, the source's total, listed, written, matched,"
+        " skipped, refused by reason, deleted, and its verdict",
+        description="The migration report of a run (docs/report.md). --format text for a"
+        " terminal, json for machines (schema: docs/report.schema.json), html for one"
+        " self-contained page to hand on (no scripts, nothing fetched).",
+    )
+    report_.add_argument("run", help="namespace/name of the run")
+    report_.add_argument(
+        "--format", choices=("text", "json", "html"), default="text", help="default: text"
+    )
+    report_.add_argument("--output", "-o", metavar="FILE", help="write it to FILE, not stdout")
+    report_.set_defaults(handler=cmd_report)
     errors = commands.add_parser(
         "errors", help="a run's row errors: the source rows it did not write, and why"
     )

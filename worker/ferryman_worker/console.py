@@ -77,7 +77,7 @@ def summary(
     """The table printed when a run ends; ``ferryman`` is how the commands it suggests call
     ferryman (see ``localrun.command``)."""
     header = (
-        f"{'KIND':<14} {'WRITTEN':>10} {'SKIPPED':>8} {'MALFORMED':>9} {'TASKS':>6} "
+        f"{'KIND':<14} {'WRITTEN':>10} {'MATCHED':>8} {'SKIPPED':>8} {'MALFORMED':>9} {'TASKS':>6} "
         f"{'SECONDS':>8} {'ROWS/S':>8}  VERDICT"
     )
     lines = [headline(run, now), header]
@@ -87,14 +87,15 @@ def summary(
         written = int(row["written"] or 0)
         verdict = verdicts.get(row["kind"])
         lines.append(
-            f"{row['kind']:<14} {written:>10,} {int(row['skipped'] or 0):>8,} "
+            f"{row['kind']:<14} {written:>10,} {int(row.get('matched') or 0):>8,}"
+            f" {int(row['skipped'] or 0):>8,} "
             f"{int(row['failed'] or 0):>9,} {int(row['tasks']):>6} {elapsed:>8.1f} "
             f"{(written / elapsed if elapsed else 0):>8,.0f}  {verdict.verdict if verdict else '-'}"
         )
     listed = {row["kind"] for row in kinds}
     for found in run.verdicts:  # a kind with nothing to walk (a tree kind without parents)
         if found.kind not in listed:
-            lines.append(f"{found.kind:<14} {0:>10} {0:>8} {0:>9} {0:>6} {0:>8.1f} {0:>8}  "
+            lines.append(f"{found.kind:<14} {0:>10} {0:>8} {0:>8} {0:>9} {0:>6} {0:>8.1f} {0:>8}  "
                          f"{found.verdict}")  # fmt: skip
     lines.extend(verdict_lines(run.verdicts))
     if run.rows_failed:

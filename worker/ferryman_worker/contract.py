@@ -358,6 +358,9 @@ class RunProgress:
     """Every phase of the run in order, named as ``phase`` names the open one."""
     verdicts: tuple[KindVerdict, ...] = ()
     """The verdict of each kind whose phase closed, in phase order."""
+    rows_matched: int = 0
+    """Records matched by their kind's natural key to rows the application already had (their
+    ledger slots name those rows; not written)."""
 
     def status(self) -> MigrationRunStatus:
         return MigrationRunStatus(
@@ -367,6 +370,7 @@ class RunProgress:
             tasks_total=self.tasks_total,
             rows_written=self.rows_written,
             rows_skipped=self.rows_skipped,
+            rows_matched=self.rows_matched,
             rows_failed=self.rows_failed,
             started_at=self.started_at,
             finished_at=self.finished_at,
@@ -412,6 +416,7 @@ def _progress(row: dict[str, Any]) -> RunProgress:
         tasks_failed=int(row["tasks_failed"]),
         rows_written=int(row["rows_written"]),
         rows_skipped=int(row["rows_skipped"]),
+        rows_matched=int(row["rows_matched"]),
         rows_failed=int(row["rows_failed"]),
         started_at=row["started_at"],
         finished_at=row["finished_at"],

@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from typing import Protocol
 
 import psycopg
 import psycopg_pool
@@ -69,8 +70,9 @@ REGISTRY.register(JOBS)
 
 ROWS = Counter(
     "ferryman_rows",
-    "Source rows by outcome: written, skipped (the ledger already held them), malformed "
-    "(recorded as row errors, not written). Per run (namespace/name) and kind; a run's series "
+    "Source rows by outcome: written, skipped (the ledger already held them), matched (by the "
+    "kind's natural key, to rows the application already had), malformed (recorded as row "
+    "errors, not written). Per run (namespace/name) and kind; a run's series "
     "go away after it ends.",
     ["run", "kind", "outcome"],
     registry=REGISTRY,
@@ -177,15 +179,27 @@ def job_ended(started: jobstats.Started | None, outcome: str) -> None:
 # -- hooks: the engine ---------------------------------------------------------------------------
 
 
-def window(
-    run: tuple[int, str], kind: str, written: int, skipped: int, malformed: int, seconds: float
-) -> None:
+class Outcomes(Protocol):
+    """A window's records by outcome (the engine's ``windows.Counts``)."""
+
+    written: int
+    skipped: int
+    matched: int
+    failed: int
+
+
+def window(run: tuple[int, str], kind: str, counts: Outcomes, seconds: float) -> None:
     """A window committed: its rows by outcome, and how long it took."""
     if not _on:
         return
     run_id, name = run
     _runs.seen(run_id, name)
-    for outcome, count in (("written", written), ("skipped", skipped), ("malformed", malformed)):
+    for outcome, count in (
+        ("written", counts.written),
+        ("skipped", counts.skipped),
+        ("matched", counts.matched),
+        ("malformed", counts.failed),
+    ):
         ROWS.labels(name, kind, outcome).inc(count)
     WINDOW_SECONDS.labels(kind).observe(seconds)
 

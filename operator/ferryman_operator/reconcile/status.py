@@ -13,7 +13,8 @@ from ferryman_operator.reconcile.conditions import Wanted
 from ferryman_worker.contract import RunEta, RunProgress, RunState
 
 _KEPT = (
-    *("state", "phase", "tasksDone", "tasksTotal", "rowsWritten", "rowsSkipped", "rowsFailed"),
+    *("state", "phase", "tasksDone", "tasksTotal", "rowsWritten", "rowsSkipped", "rowsMatched"),
+    "rowsFailed",
     *("startedAt", "finishedAt", "lastRetry"),
 )
 
@@ -79,6 +80,7 @@ def _fields(previous: Mapping[str, Any], seen: Observation) -> dict[str, Any]:
             "tasksTotal": run.tasks_total,
             "rowsWritten": run.rows_written,
             "rowsSkipped": run.rows_skipped,
+            "rowsMatched": run.rows_matched,
             "rowsFailed": run.rows_failed,
             "startedAt": cond.timestamp(run.started_at),
             "finishedAt": cond.timestamp(run.finished_at) if run.finished_at else None,

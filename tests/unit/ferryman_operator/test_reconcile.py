@@ -16,6 +16,7 @@ from ferryman_operator.reconcile import admission, conditions, events, lifecycle
 from ferryman_operator.reconcile.admission import Candidate
 from ferryman_operator.reconcile.conditions import Wanted
 from ferryman_operator.reconcile.status import Observation, Refusal
+from ferryman_worker import runspec
 from ferryman_worker.contract import ConnectionBudget, RunProgress, RunState
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
@@ -69,6 +70,15 @@ def test_a_running_run_shows_its_aggregate_and_conditions() -> None:
     assert kinds["Complete"]["status"] == "False" and kinds["Failed"]["status"] == "False"
     assert kinds["WorkersReady"]["reason"] == "PoolSpecApplied"
     assert found["message"].startswith("phase organizations (1 of 3): 2/8 tasks done")
+
+
+def test_the_status_counts_matched_rows_apart_from_written_and_keeps_them_in_an_outage() -> None:
+    seen = progress(rows_written=700, rows_matched=200, rows_skipped=5)
+    found = status.compute({}, Observation(WORKERS, progress=seen), 1, T0)
+    assert (found["rowsWritten"], found["rowsMatched"], found["rowsSkipped"]) == (700, 200, 5)
+    kept = status.compute(found, Observation(WORKERS, database_error="connection refused"), 1, T1)
+    assert kept["rowsMatched"] == 200
+    assert runspec.MigrationRunStatus.model_validate(found).rows_matched == 200
 
 
 def test_a_queued_run_names_the_live_run_in_its_condition_and_message() -> None:

@@ -46,6 +46,9 @@ _CONSTANTS = {
     Constant.NOW: sql.SQL("now()"),
 }
 _COUNT_SLOTS = sql.SQL("(SELECT count(*) FROM slots)")
+_MATCHED = sql.SQL("(SELECT count(*) FROM matched)")
+"""The window's records matched by the kind's natural key to rows the application had: their
+ledger slots name those rows, nothing is inserted for them (counted as matched, not written)."""
 _GONE = sql.SQL(
     "gone AS (UPDATE ferryman_ledger SET source_deleted_at = now()"
     " WHERE workspace = %(workspace)s AND kind = %(kind)s"
@@ -66,14 +69,29 @@ _REVERSIONED = sql.SQL(
 """A delta's changed records (``revised``): the ledger's versions moved on, by this run."""
 
 
-def _tail(tail: Tail, written: sql.Composable, skipped: sql.Composable) -> sql.Composable:
-    """The statement's last part: the window's close with its counts, or the rows written."""
+_NONE = sql.SQL("0")
+
+
+def _tail(
+    tail: Tail,
+    written: sql.Composable,
+    skipped: sql.Composable,
+    matched: sql.Composable = _NONE,
+) -> sql.Composable:
+    """The statement's last part: the window's close with its counts (the row errors recorded
+    now, the rows written and matched), or the rows written and matched. ``skipped`` adds to
+    the records the caller skipped already (``%(skipped)s``: a tree's children in the
+    ledger, not fetched again)."""
     if tail == "rows":
-        return sql.SQL("SELECT ({})::integer AS written").format(written)
+        return sql.SQL("SELECT ({})::integer AS written, ({})::integer AS matched").format(
+            written, matched
+        )
     return sql.SQL(
         "SELECT ferryman_close_window(%(task_id)s, %(job_id)s, %(run_id)s, %(kind)s, "
-        "%(offset)s, ({})::integer, ({})::integer, %(errors)s) AS failed"
-    ).format(written, skipped)
+        "%(offset)s, ({written})::integer, ({skipped})::integer + %(skipped)s::integer,"
+        " %(errors)s, ({matched})::integer) AS failed, ({written})::integer AS written,"
+        " ({matched})::integer AS matched"
+    ).format(written=written, skipped=skipped, matched=matched)
 
 
 class KindCatalog(BaseModel):
@@ -302,6 +320,12 @@ class _Shape:
             " THEN ferryman_unresolved({kind}, {source}) ELSE {found} END"
         ).format(source=source, found=found, kind=sql.Literal(reference.kind))
 
+    def matches(self) -> bool:
+        """Whether the statement matches records to the application's rows (a natural key
+        whose onExisting is skip or update; with fail, the unique index refuses a match)."""
+        key = self.mapping.natural_key
+        return key is not None and key.on_existing is not OnExisting.FAIL
+
     def updates(self) -> bool:
         """Whether a delta updates the rows of changed records (not when a natural key says
         onExisting: skip: the application's rows are its own)."""
@@ -339,17 +363,18 @@ def statement(
         _claimed(),
         *_members(shape),
     ]
-    written: sql.Composable = _COUNT_SLOTS
-    skipped: sql.Composable = sql.SQL("0")
+    matched = _MATCHED if shape.matches() else _NONE
+    written: sql.Composable = sql.SQL("{} - {}").format(_COUNT_SLOTS, matched)
+    skipped: sql.Composable = _NONE
     if versions.delta:
         ctes += [*_revisions(shape, select, lateral), *_deletions(shape)]
-        updates = sql.SQL("(SELECT count(*) FROM revised)") if shape.updates() else sql.SQL("0")
-        written = sql.SQL("{} + {}").format(_COUNT_SLOTS, updates)
+        updates = sql.SQL("(SELECT count(*) FROM revised)") if shape.updates() else _NONE
+        written = sql.SQL("{} - {} + {}").format(_COUNT_SLOTS, matched, updates)
         skipped = sql.SQL(
             "(SELECT count(*) FROM known) - (SELECT count(*) FROM input) - {}"
         ).format(updates)
     composed = sql.SQL("WITH {} {}").format(
-        sql.SQL(",\n").join(ctes), _tail(tail, written, skipped)
+        sql.SQL(",\n").join(ctes), _tail(tail, written, skipped, matched)
     )
     return composed.as_bytes(None)
 
@@ -592,7 +617,7 @@ def landing_statement(source_id: str, tail: Tail, versions: Versions = FULL) -> 
         ).format(path=path, version=version)
     ]
     written: sql.Composable = _COUNT_SLOTS
-    skipped: sql.Composable = sql.SQL("0")
+    skipped: sql.Composable = _NONE
     fresh: sql.Composable = sql.SQL("arrived")
     if versions.delta:
         fresh = sql.SQL("known WHERE ferryman_known_id IS NULL")

@@ -190,8 +190,10 @@ class Scope:
         finish: bool = False,
         following: paging.Position | None = None,
         listed: paging.Listed | None = None,
+        skipped: int = 0,
     ) -> None:
-        """One window, committed with the checkpoint at ``offset``: one statement, or with
+        """One window, committed with the checkpoint at ``offset`` (and ``skipped``: records
+        left out as the ledger holds them already): one statement, or with
         ``finish`` one transaction that also ends the task (with what its page ``listed``)
         and completes the job. A row the
         database refuses sends the window round again, row by row. A window the gate refused
@@ -199,7 +201,7 @@ class Scope:
         looked at it (the task still its own); otherwise the job stops (``Stop``)."""
         deleted, records = delta.tombstones(self.run, self.kind, records)
         valid, malformed = windows.validate(self.kind, records)
-        window = windows.Window(offset, valid, [*extra_malformed, *malformed], deleted)
+        window = windows.Window(offset, valid, [*extra_malformed, *malformed], deleted, skipped)
         began = time.perf_counter()
         try:
             try:
@@ -217,15 +219,19 @@ class Scope:
                 raise Stop(None) from None
             # refused while suspended, resumed before the look: the same window again
             self.commit_window(
-                records, offset, extra_malformed, finish=finish, following=following, listed=listed
+                records,
+                offset,
+                extra_malformed,
+                finish=finish,
+                following=following,
+                listed=listed,
+                skipped=skipped,
             )
             return
         metrics.window(
             (self.run["id"], self.run["name"]),
             self.kind.name,
-            counts.written,
-            counts.skipped,
-            counts.failed,
+            counts,
             time.perf_counter() - began,
         )
 

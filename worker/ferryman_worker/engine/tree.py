@@ -73,6 +73,8 @@ class _Parent:
     """Its position in the task's parents: the checkpoint after it is ``index + 1``."""
     headers: list[dict[str, Any]]
     malformed: windows.Malformed
+    skipped: int = 0
+    """Children the ledger holds already: not fetched again, counted as skipped."""
     bodies: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
     gone: set[int] = dataclasses.field(default_factory=set)
     """Positions whose body the source no longer has (recorded in ``malformed``)."""
@@ -125,8 +127,8 @@ class _Queue:
         while self.next_index < len(self.parents) and self._unfetched() < room:
             batch = self.parents[self.next_index : self.next_index + threads]
             listed = _children_to_fetch(self.scope, pool, batch)
-            for offset, (headers, malformed) in enumerate(listed):
-                self.waiting.append(_Parent(self.next_index + offset, headers, malformed))
+            for offset, (headers, malformed, skipped) in enumerate(listed):
+                self.waiting.append(_Parent(self.next_index + offset, headers, malformed, skipped))
             self.next_index += len(batch)
 
     def next_round(self, room: int) -> list[_Body]:
@@ -150,15 +152,18 @@ def _write_parent(scope: Scope, parent: _Parent, *, last: bool) -> None:
     for number, window in enumerate(parts):
         final = number == len(parts) - 1
         offset = parent.index + 1 if final else parent.index
-        bad = parent.malformed if number == 0 else []
-        scope.commit_window(window, offset, bad, finish=final and last)
+        first = number == 0
+        bad = parent.malformed if first else []
+        skipped = parent.skipped if first else 0
+        scope.commit_window(window, offset, bad, finish=final and last, skipped=skipped)
 
 
 def _children_to_fetch(
     scope: Scope, pool: Pool, parents: list[str]
-) -> list[tuple[list[dict[str, Any]], windows.Malformed]]:
+) -> list[tuple[list[dict[str, Any]], windows.Malformed, int]]:
     """Per parent: its children whose bodies are still to fetch (valid, and not in the ledger,
-    unless a delta wrote the parent: then all of them), and its malformed children."""
+    unless a delta wrote the parent: then all of them), its malformed children, and how many
+    it has in the ledger already (skipped, like a page's records the ledger holds)."""
     listed = _list(scope, pool, parents)
     validated = [windows.validate(scope.kind, headers) for headers in listed]
     field = scope.kind.id
@@ -175,10 +180,12 @@ def _children_to_fetch(
         )
     }
     renewed = delta.renewed_parents(scope.conn, scope.run, scope.kind, parents)
-    return [
-        ([h for h in headers if str(h.get(field)) in (ids if p in renewed else ids - written)], bad)
-        for p, headers, ids, (_, bad) in zip(parents, listed, valid_ids, validated, strict=True)
-    ]
+    found = []
+    for p, headers, ids, (_, bad) in zip(parents, listed, valid_ids, validated, strict=True):
+        wanted = ids if p in renewed else ids - written
+        fetch = [h for h in headers if str(h.get(field)) in wanted]
+        found.append((fetch, bad, len(ids) - len(wanted)))
+    return found
 
 
 def _list(scope: Scope, pool: Pool, parents: list[str]) -> list[list[dict[str, Any]]]:

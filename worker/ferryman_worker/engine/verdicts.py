@@ -71,7 +71,7 @@ def refusal(kind: str, row: Mapping[str, Any] | None, share: float) -> reconcile
     if row is None:
         return None
     failed = int(row["failed"] or 0)
-    seen = failed + int(row["written"] or 0) + int(row["skipped"] or 0)
+    seen = failed + sum(int(row[n] or 0) for n in ("written", "skipped", "matched"))
     if not failed or failed <= share * seen:
         return None
     reasons = "; ".join(f"{r['n']:,} x {r['reason']}" for r in row["reasons"])

@@ -56,9 +56,14 @@ class Target:
 
 @dataclasses.dataclass
 class Counts:
+    """A window's records by outcome: written (new rows), skipped (the ledger held them),
+    failed (row errors recorded now) and matched (by the kind's natural key, to rows the
+    application already had: their ledger slots name those rows)."""
+
     written: int = 0
     skipped: int = 0
     failed: int = 0
+    matched: int = 0
 
 
 Malformed = list[tuple[str | None, str]]
@@ -75,6 +80,9 @@ class Window:
     deleted: list[str] = dataclasses.field(default_factory=list)
     """Source ids of records a delta's listing says were deleted (tombstones): recorded in
     the ledger by the window's statement, nothing written."""
+    skipped: int = 0
+    """Records the caller left out because the ledger holds them already (a tree's children
+    are not fetched again): counted as skipped with the window."""
 
 
 def validate(kind: Kind, records: list[dict[str, Any]]) -> tuple[list[BaseModel], Malformed]:
@@ -127,14 +135,16 @@ def write(cur: Cursor, target: Target, window: Window) -> Counts:
             binary=True,
         ).fetchone()
     assert row is not None
-    return Counts(written=len(window.valid), failed=row[0])
+    failed, written, matched = row
+    skipped = len(window.valid) - written - matched + window.skipped
+    return Counts(written=written, skipped=skipped, failed=failed, matched=matched)
 
 
 def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
     """The window row by row, one savepoint each, inside the caller's open transaction: a row
     the database refuses is recorded alone, a row the ledger holds is skipped. Raises
     ``Closed`` if the gate refuses the window."""
-    counts = Counts()
+    counts = Counts(skipped=window.skipped)
     refused: Malformed = []
     for source_id in window.deleted:  # the tombstones first, each alone: a row the database
         try:  # refuses to delete (a foreign key) is a row error, its deletion not noted
@@ -145,7 +155,9 @@ def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
     for model in window.valid:
         try:
             with cur.connection.transaction():
-                counts.written += _write_row(cur, target, model)
+                written, matched = _write_row(cur, target, model)
+            counts.written += written
+            counts.matched += matched
         except psycopg.errors.UniqueViolation as exc:
             if exc.diag.constraint_name == LEDGER_KEY:  # written once, before: skip it
                 counts.skipped += 1
@@ -155,7 +167,7 @@ def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
             _mapping_at_fault(target, exc)
             refused.append((_source_id(model, target.kind.id), _db_reason(exc)))
     params = _close_params(target, window, refused)
-    params.update(written=counts.written, skipped=counts.skipped)
+    params.update(written=counts.written, skipped=counts.skipped, matched=counts.matched)
     with _gate():
         row = cur.execute(queries.engine("close_window"), params).fetchone()
     assert row is not None
@@ -165,7 +177,8 @@ def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
 
 def _write_row(
     cur: Cursor, target: Target, model: BaseModel | None, deleted: list[str] | None = None
-) -> int:
+) -> tuple[int, int]:
+    """The rows written and matched (a provider's SQL function says only the former)."""
     row = cur.execute(
         target.writer.rows_statement(),
         {
@@ -176,7 +189,9 @@ def _write_row(
             "deleted": deleted or [],
         },
     ).fetchone()
-    return int(row[0]) if row else 0
+    if not row:
+        return 0, 0
+    return int(row[0]), int(row[1]) if len(row) > 1 else 0
 
 
 def _close_params(target: Target, window: Window, refused: Malformed) -> dict[str, Any]:
@@ -188,6 +203,7 @@ def _close_params(target: Target, window: Window, refused: Malformed) -> dict[st
         "workspace": target.workspace,
         "kind": target.kind.name,
         "offset": window.offset,
+        "skipped": window.skipped,
         "errors": Jsonb([{"source_id": s, "reason": r[:1000]} for s, r in malformed])
         if malformed
         else None,

@@ -491,6 +491,10 @@ class MigrationRunStatus(_Model):
     rows_skipped: Count = 0
     """Source rows met again that were written before (the ledger keeps each row once)."""
 
+    rows_matched: Count = 0
+    """Source rows matched by their kind's natural key to rows the application already had:
+    the ledger names those rows, nothing was written for them."""
+
     rows_failed: Count = 0
     """Malformed source rows not written, each recorded with its reason (ferryman errors)."""
 

@@ -141,10 +141,12 @@ RETURNING t.*;
 -- name: write_window
 -- A window in one statement: the provider's writer function ({writer}) writes the rows and
 -- claims their ledger slots, then ferryman_close_window records the row errors and the
--- checkpoint, or raises FM001 (the gate) and nothing of the window stays.
+-- checkpoint, or raises FM001 (the gate) and nothing of the window stays. Returns the row errors
+-- recorded now and the rows written (such a writer matches none to the application's rows).
 SELECT ferryman_close_window(%(task_id)s, %(job_id)s, %(run_id)s, %(kind)s, %(offset)s,
-                             {writer}(%(rows)s, %(workspace)s, %(kind)s, %(run_id)s),
-                             0, %(errors)s) AS failed;
+                             w.written, %(skipped)s::integer, %(errors)s) AS failed,
+       w.written, 0 AS matched
+  FROM (SELECT {writer}(%(rows)s, %(workspace)s, %(kind)s, %(run_id)s) AS written) w;
 
 -- name: write_rows
 -- The provider's writer alone (a careful window writes its rows one by one with it).
@@ -153,7 +155,7 @@ SELECT {writer}(%(rows)s, %(workspace)s, %(kind)s, %(run_id)s) AS written;
 -- name: close_window
 -- A careful window's end: row errors, checkpoint and gate (see write_window).
 SELECT ferryman_close_window(%(task_id)s, %(job_id)s, %(run_id)s, %(kind)s, %(offset)s,
-                             %(written)s, %(skipped)s, %(errors)s) AS failed;
+                             %(written)s, %(skipped)s, %(errors)s, %(matched)s) AS failed;
 
 -- name: finish_task
 -- With what the task's page listed (NULL for a tree task), for its kind's reconciliation.
@@ -203,7 +205,7 @@ SELECT kind, coalesce((cursor->>'part')::int, 0) AS part, count(*) AS pages,
 -- A closing phase's kinds: records written, skipped and refused (malformed or refused by the
 -- database), and the most frequent reasons of the refused (at most three, with their counts).
 SELECT t.kind, sum(t.rows_written) AS written, sum(t.rows_skipped) AS skipped,
-       sum(t.rows_failed) AS failed,
+       sum(t.rows_matched) AS matched, sum(t.rows_failed) AS failed,
        (SELECT coalesce(jsonb_agg(jsonb_build_object('reason', r.reason, 'n', r.n)), '[]')
           FROM (SELECT left(e.reason, 200) AS reason, count(*) AS n FROM ferryman_row_errors e
                  WHERE e.run_id = %(run_id)s AND e.kind = t.kind
@@ -285,6 +287,7 @@ SELECT r.id, r.name, r.workspace, r.state, r.suspended, r.phase, r.phases, r.kin
               count(t.id) FILTER (WHERE t.status = 'failed') AS tasks_failed,
               coalesce(sum(t.rows_written), 0) AS rows_written,
               coalesce(sum(t.rows_skipped), 0) AS rows_skipped,
+              coalesce(sum(t.rows_matched), 0) AS rows_matched,
               coalesce(sum(t.rows_failed), 0) AS rows_failed
          FROM ferryman_tasks t WHERE t.run_id = r.id) t
  WHERE (%(run_id)s::bigint IS NULL OR r.id = %(run_id)s)
@@ -335,7 +338,7 @@ WITH spans AS (
 SELECT t.run_id, t.kind, t.phase, count(*) AS tasks,
        count(*) FILTER (WHERE t.status = 'done') AS done,
        sum(t.rows_written) AS written, sum(t.rows_skipped) AS skipped,
-       sum(t.rows_failed) AS failed, min(t.claimed_at) AS first_claim,
+       sum(t.rows_matched) AS matched, sum(t.rows_failed) AS failed, min(t.claimed_at) AS first_claim,
        max(t.finished_at) AS last_finish, coalesce(max(a.seconds), 0) AS active_seconds,
        bool_or(t.cursor ? 'parents') AS tree,
        max(t.stated_total) AS stated_total, coalesce(sum(t.listed), 0) AS listed

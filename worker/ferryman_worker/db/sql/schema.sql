@@ -347,6 +347,8 @@ CREATE TABLE ferryman_tasks (
     listed           integer,
     stated_total     bigint,
     ended_by         text,
+    -- migrations/0100: records matched by the kind's natural key to rows the application had
+    rows_matched     integer     NOT NULL DEFAULT 0,
     UNIQUE (run_id, kind, cursor_key)
 );
 CREATE INDEX ferryman_tasks_open ON ferryman_tasks (run_id, phase, status)
@@ -414,10 +416,11 @@ CREATE TABLE ferryman_workspaces (
 -- recorded before, by a resumed task, is not counted again), write the task's checkpoint, beat the
 -- run's heartbeat (at most every 10 s). It is also the gate: when the task is no longer this
 -- job's, or its run is no longer running (cancelled, suspended), it raises FM001 and the whole
--- window rolls back. Returns the number of row errors recorded now.
+-- window rolls back. Returns the number of row errors recorded now. (migrations/0100: p_matched,
+-- the records matched by the kind's natural key to rows the application already had.)
 CREATE FUNCTION ferryman_close_window(
     p_task_id bigint, p_job_id bigint, p_run_id bigint, p_kind text, p_offset integer,
-    p_written integer, p_skipped integer, p_errors jsonb
+    p_written integer, p_skipped integer, p_errors jsonb, p_matched integer DEFAULT 0
 ) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -434,7 +437,7 @@ BEGIN
     UPDATE ferryman_tasks t
        SET processed_offset = p_offset, rows_written = t.rows_written + p_written,
            rows_skipped = t.rows_skipped + p_skipped, rows_failed = t.rows_failed + failed,
-           heartbeat_at = now()
+           rows_matched = t.rows_matched + p_matched, heartbeat_at = now()
       FROM ferryman_runs r
      WHERE t.id = p_task_id AND t.status = 'running' AND t.job_id = p_job_id
        AND r.id = t.run_id AND r.state = 'running' AND NOT r.suspended
