@@ -29,7 +29,8 @@ NOTES: Final = 4096
 
 
 def verdicts(run: RunProgress) -> list[dict[str, Any]]:
-    """``status.verdicts``: each kind's verdict, camelCase, with ``shortBy`` for a short one."""
+    """``status.verdicts``: each kind's verdict, camelCase, with ``shortBy`` for a short one
+    (a count the verdict has not is left out)."""
     return [_verdict(found) for found in run.verdicts]
 
 
@@ -39,7 +40,7 @@ def _verdict(found: KindVerdict) -> dict[str, Any]:
         if found.verdict == "short" and found.total is not None and found.listed is not None
         else None
     )
-    return {
+    fields = {
         "kind": found.kind,
         "verdict": found.verdict,
         "listed": found.listed,
@@ -47,6 +48,7 @@ def _verdict(found: KindVerdict) -> dict[str, Any]:
         "shortBy": short,
         "note": found.note[:NOTES],
     }
+    return {key: value for key, value in fields.items() if value is not None}
 
 
 def condition(run: RunProgress | None, refused: bool = False) -> Wanted:

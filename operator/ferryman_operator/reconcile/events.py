@@ -99,10 +99,18 @@ def _stalled(old: list[Any], new: list[Any]) -> list[Event]:
     return [Event("Warning", str(reason), str(found.get("message", "")))]
 
 
+def _unproven(new: Mapping[str, Any]) -> list[Event]:
+    """An ``Unverified`` Event for a run that succeeded without proving it is complete."""
+    found = cond.find(new.get("conditions") or [], cond.COMPLETE) or {}
+    if found.get("reason") != "Unverified":
+        return []
+    return [Event("Normal", "Unverified", str(found.get("message", "")))]
+
+
 def _ending(state: str | None, new: Mapping[str, Any], admitted: Mapping[str, Any]) -> list[Event]:
     message = str(new.get("message") or "")
     if state == "Succeeded":
-        return [Event("Normal", "Succeeded", message)]
+        return [Event("Normal", "Succeeded", message), *_unproven(new)]
     if state == "Cancelled":
         return [Event("Normal", "Cancelled", message)]
     if state == "Failed" and admitted.get("status") == "True":

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from runprogress import run_progress
 
-from ferryman_operator.reconcile import complete, status
+from ferryman_operator.reconcile import complete, events, status
 from ferryman_operator.reconcile.conditions import Wanted
 from ferryman_operator.reconcile.status import Observation, Refusal
-from ferryman_worker.contract import KindVerdict, RunProgress, RunState
+from ferryman_worker.contract import KindVerdict, Retrying, RunProgress, RunState
 
 T1 = datetime.datetime(2026, 12, 1, 12, 5, tzinfo=datetime.UTC)
 WORKERS = Wanted("WorkersReady", "True", "PoolSpecApplied", "fits")
@@ -90,7 +90,6 @@ def test_the_status_carries_each_kind_verdict_with_its_shortfall() -> None:
             "verdict": "reconciled",
             "listed": 121,
             "total": 121,
-            "shortBy": None,
             "note": RECONCILED.note,
         },
         {
@@ -110,3 +109,38 @@ def test_a_refused_run_is_not_complete() -> None:
     found = status.compute({}, Observation(WORKERS, refused=Refusal("KindsInvalid", "no")), 1, T1)
     kinds = {c["type"]: c for c in found["conditions"]}
     assert kinds["Complete"]["reason"] == "NotAdmitted" and found["reason"] == "KindsInvalid"
+
+
+def test_a_run_that_succeeds_unproven_gets_an_unverified_event_and_a_proven_one_none() -> None:
+    before = status.compute({}, Observation(WORKERS, progress=run_progress()), 1, T1)
+    for verdicts, expected in (((RECONCILED, UNVERIFIED), True), ((RECONCILED,), False)):
+        run = ended(RunState.SUCCEEDED, *verdicts)
+        after = status.compute(before, Observation(WORKERS, progress=run), 1, T1)
+        said = [e.reason for e in events.between(before, after, run)]
+        assert ("Unverified" in said) is expected and "Succeeded" in said
+
+
+def test_a_task_failing_for_a_cause_it_names_stops_progressing_and_says_why() -> None:
+    line = "CredentialUnavailable (the source credential ...): retrying 1 task(s); ..."
+    before = status.compute({}, Observation(WORKERS, progress=run_progress()), 1, T1)
+    seen = Observation(
+        WORKERS, progress=run_progress(), retrying=Retrying(line, "CredentialUnavailable")
+    )
+    after = status.compute(before, seen, 1, T1)
+    kinds = {c["type"]: c for c in after["conditions"]}
+    assert (kinds["Progressing"]["status"], kinds["Progressing"]["reason"]) == (
+        "False",
+        "CredentialUnavailable",
+    )
+    assert (after["reason"], after["message"]) == ("CredentialUnavailable", line)
+    warned = events.between(before, after, seen.progress)
+    assert [(e.type, e.reason) for e in warned] == [("Warning", "CredentialUnavailable")]
+    again = status.compute(after, seen, 1, T1)
+    assert events.between(after, again, seen.progress) == []  # said once
+
+
+def test_a_run_that_failed_for_a_named_cause_carries_it_as_its_failed_reason() -> None:
+    run = ended(RunState.FAILED, error="task 4 failed: SourceRefused: listing: HTTP 401")
+    found = status.compute({}, Observation(WORKERS, progress=run), 1, T1)
+    failed = {c["type"]: c for c in found["conditions"]}["Failed"]
+    assert failed["reason"] == "SourceRefused" and found["reason"] == "SourceRefused"
