@@ -47,10 +47,22 @@ PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Tasks", "type": "string", "jsonPath": ".status.tasksSummary"},
     {"name": "Rows", "type": "integer", "jsonPath": ".status.rowsWritten"},
+    {
+        "name": "Complete",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Complete")].status',
+    },
+    {"name": "Reason", "type": "string", "jsonPath": ".status.reason"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "Skipped", "type": "integer", "jsonPath": ".status.rowsSkipped", "priority": 1},
     {"name": "Failed", "type": "integer", "jsonPath": ".status.rowsFailed", "priority": 1},
     {"name": "ETA", "type": "string", "jsonPath": ".status.eta.remaining", "priority": 1},
+    {
+        "name": "Verdicts",
+        "type": "string",
+        "jsonPath": ".status.verdicts[*].verdict",
+        "priority": 1,
+    },
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
 ]
 _AGE: Final = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}

@@ -311,6 +311,21 @@ class Bench:
 _END = {"Succeeded", "Failed", "Cancelled"}
 
 
+def table(bench: Bench, *args: str) -> list[dict[str, str]]:
+    """``kubectl get migrationruns`` as rows of {COLUMN: cell}."""
+    text = bench.cp.kubectl("get", "migrationruns", "-n", bench.namespace, *args).stdout
+    header, *rows = text.splitlines()
+    starts = [header.index(word) for word in header.split()]
+    cut = [*starts[1:], None]
+    return [
+        {
+            header[s:e].strip() if e else header[s:].strip(): row[s:e].strip()
+            for s, e in zip(starts, cut, strict=True)
+        }
+        for row in rows
+    ]
+
+
 def run_manifest(
     name: str, url: str, workspace: str = "acme", example: bool = False, **spec: Any
 ) -> dict[str, Any]:

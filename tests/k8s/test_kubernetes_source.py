@@ -33,7 +33,7 @@ from migration import (
 from runfiles import ferryman_run
 from scrape import parse, total
 from tests.k8s.conftest import ControlPlane, controlplane_command
-from tests.k8s.operator_bench import Bench
+from tests.k8s.operator_bench import Bench, eventually, table
 from workers import Subprocess, scalar, wait_for
 
 from ferryman_worker.db import connect
@@ -189,6 +189,146 @@ def test_the_example_runs_through_the_operator_with_its_migration_provider(
     landed_once(db_url, WORKSPACE, {KIND: counted})
     assert final["rowsWritten"] == counted
     assert token not in json.dumps(world.get(run["metadata"]["name"]))
+    # every chunk but the last said how many ConfigMaps follow it: the listing is reconciled
+    [verdict] = final["verdicts"]
+    assert (verdict["kind"], verdict["verdict"]) == (KIND, "reconciled")
+    assert verdict["listed"] == verdict["total"] == counted and "shortBy" not in verdict
+    complete = _condition(final, "Complete")
+    assert (complete["status"], complete["reason"]) == ("True", "Reconciled")
+    [row] = table(world, "-o", "wide")
+    assert (row["COMPLETE"], row["VERDICTS"]) == ("True", "reconciled")
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in status.get("conditions", []) if c["type"] == kind)
+
+
+def _through_operator(
+    world: Bench,
+    plane: ControlPlane,
+    namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    provider: dict[str, Any] | None = None,
+    secret: dict[str, str] | None = None,
+    workers: int = 1,
+) -> str:
+    """The example applied through the operator, its MigrationProvider ``provider`` (default:
+    the example's) and its Secret's data ``secret`` (default: the reader's token), pages of
+    ten; returns the run's name."""
+    _configmaps(plane, namespace)
+    _trust(plane, monkeypatch)
+    data = secret if secret is not None else {"token": _reader_token(plane, namespace)}
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "kubernetes",
+            "namespace": namespace,
+            "annotations": {"ferryman.dev/hosts": "127.0.0.1:*"},
+        },
+        "stringData": data,
+    }
+    plane.kubectl("apply", "-f", "-", input=json.dumps(manifest))
+    world.apply(provider or yaml.safe_load((EXAMPLE / "provider.yaml").read_text()))
+    run = _example_run(plane.server, namespace)
+    run["metadata"] = {"name": run["metadata"]["name"]}
+    run["spec"]["options"]["pageSize"] = PAGE
+    run["spec"]["source"]["credentialsSecretRef"]["key"] = next(iter(data))
+    world.operator()
+    world.workers(workers)
+    world.apply(run)
+    return str(run["metadata"]["name"])
+
+
+def _provider(**changes: Any) -> dict[str, Any]:
+    """The example's MigrationProvider, its spec's top-level keys and its kind's pagination's
+    stop rules changed (``stop``)."""
+    provider: dict[str, Any] = yaml.safe_load((EXAMPLE / "provider.yaml").read_text())
+    stop = changes.pop("stop", {})
+    provider["spec"].update(changes)
+    provider["spec"]["kinds"][KIND]["pagination"]["stop"].update(stop)
+    return provider
+
+
+def test_a_walk_stopped_early_is_short_on_the_run_and_it_is_not_complete(
+    controlplane: ControlPlane, world: Bench, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop rule that ends the walk after two chunks of ten (maxPages: 2): the chunks said how
+    many ConfigMaps followed them, so the run fails as short, and its status says by how many
+    and what to fix."""
+    plane = controlplane
+    name = _through_operator(world, plane, namespace, monkeypatch, _provider(stop={"maxPages": 2}))
+    final = world.wait_state(name, "Failed", timeout=300)
+    counted = _counted(plane, namespace)
+    [verdict] = final["verdicts"]
+    assert verdict["verdict"] == "short" and verdict["listed"] == 2 * PAGE
+    assert verdict["total"] == counted and verdict["shortBy"] == counted - 2 * PAGE
+    assert "stop.maxPages" in verdict["note"]
+    complete = _condition(final, "Complete")
+    assert (complete["status"], complete["reason"]) == ("False", "Short")
+    assert f"listed {2 * PAGE} of the {counted}" in complete["message"]
+    [row] = table(world)
+    assert (row["STATE"], row["COMPLETE"]) == ("Failed", "False")
+
+
+def test_a_source_refusing_the_token_fails_the_run_naming_the_cause(
+    controlplane: ControlPlane, world: Bench, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API server answers 401 to a token it did not issue: the run fails at its first
+    answer, its Failed condition and REASON column name the cause, and never the token."""
+    token = f"not-a-token-{uuid.uuid4().hex}"
+    name = _through_operator(world, controlplane, namespace, monkeypatch, secret={"token": token})
+    final = world.wait_state(name, "Failed", timeout=300)
+    failed = _condition(final, "Failed")
+    assert (failed["status"], failed["reason"]) == ("True", "SourceRefused")
+    assert "HTTP 401" in final["message"] and final["reason"] == "SourceRefused"
+    [row] = table(world)
+    assert (row["STATE"], row["REASON"]) == ("Failed", "SourceRefused")
+    assert token not in json.dumps(world.get(name))
+
+
+def test_a_credential_key_the_worker_cannot_find_shows_on_the_run_until_its_retries_are_spent(
+    controlplane: ControlPlane, world: Bench, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider whose auth is basic, a Secret with a username and no password: each attempt
+    of the task fails before any request, and is tried again. From the first failed attempt the
+    run says why (Progressing False, reason CredentialUnavailable, the key it lacks) while it
+    runs with 0 rows; once its attempts are spent (workers retrying at once) it fails with it."""
+    user = f"user-{uuid.uuid4().hex}"
+    name = _through_operator(
+        world,
+        controlplane,
+        namespace,
+        monkeypatch,
+        _provider(auth={"style": "basic"}),
+        secret={"username": user},
+    )
+
+    def stalled() -> dict[str, Any] | None:
+        found = world.status(name)
+        progressing = next(
+            (c for c in found.get("conditions", []) if c["type"] == "Progressing"), {}
+        )
+        return found if progressing.get("reason") == "CredentialUnavailable" else None
+
+    shown = eventually(stalled, 120, "Progressing=False/CredentialUnavailable")
+    assert shown["state"] == "Running" and shown["rowsWritten"] == 0
+    assert _condition(shown, "Progressing")["status"] == "False"
+    assert "['password']" in shown["message"] and "retrying 1 task(s)" in shown["message"]
+    [row] = table(world)
+    assert (row["STATE"], row["REASON"], row["ROWS"]) == ("Running", "CredentialUnavailable", "0")
+    reasons = world.reasons(name)
+    assert "CredentialUnavailable" in reasons
+    for process in world.processes:
+        if process.name.startswith("worker-"):
+            process.terminate(timeout=15)
+    monkeypatch.setenv("FERRYMAN_BACKOFF_BASE", "0.01")
+    monkeypatch.setenv("FERRYMAN_BACKOFF_CAP", "0.02")
+    world.workers(1)
+    final = world.wait_state(name, "Failed", timeout=300)
+    failed = _condition(final, "Failed")
+    assert failed["reason"] == "CredentialUnavailable" and "['password']" in failed["message"]
+    assert user not in json.dumps(world.get(name))
 
 
 def test_three_sigkills_mid_walk_lose_and_double_nothing(

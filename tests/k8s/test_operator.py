@@ -21,7 +21,7 @@ import pytest
 from migration import check_against_truth
 from tests.democrm.server_fixture import DemoCRM
 from tests.k8s import operator_bench
-from tests.k8s.operator_bench import Bench, eventually, pool_objects, run_manifest
+from tests.k8s.operator_bench import Bench, eventually, pool_objects, run_manifest, table
 
 from ferryman_worker import contract
 
@@ -66,21 +66,6 @@ def states_of(bench: Bench, name: str) -> Iterator[list[str]]:
             proc.terminate()
             proc.wait(10)
             reader.join(10)
-
-
-def table(bench: Bench, *args: str) -> list[dict[str, str]]:
-    """``kubectl get migrationruns`` as rows of {COLUMN: cell}."""
-    text = bench.cp.kubectl("get", "migrationruns", "-n", bench.namespace, *args).stdout
-    header, *rows = text.splitlines()
-    starts = [header.index(word) for word in header.split()]
-    cut = [*starts[1:], None]
-    return [
-        {
-            header[s:e].strip() if e else header[s:].strip(): row[s:e].strip()
-            for s, e in zip(starts, cut, strict=True)
-        }
-        for row in rows
-    ]
 
 
 def condition(bench: Bench, name: str, kind: str) -> dict[str, Any]:

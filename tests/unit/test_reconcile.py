@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ferryman_worker.engine import reconcile
+from ferryman_worker.engine import paging, reconcile
 from ferryman_worker.providers import Kind, Reply
 from ferryman_worker.providers.pagination import Cursor, LinkHeader, Offset, PageNumber, Stops
 
@@ -81,3 +81,29 @@ def test_a_number_of_pages_proves_at_least_all_but_the_last_page_full() -> None:
     assert paging.stated_total(reply, [{}] * 100) == 501
     assert paging.declared_total == "pages"
     assert paging.stated_total(Reply(200, {}, {}), [{}] * 100) is None
+
+
+def test_a_remaining_count_states_the_total_as_the_chain_listed_so_far_plus_it() -> None:
+    """The kube-apiserver's chunks: each but the last says how many items follow it."""
+    kind = Kind(
+        "configmaps",
+        Record,
+        pagination=Cursor(Stops(remaining="metadata.remainingItemCount"), next_cursor="c"),
+    )
+    assert kind.pagination.declared_total == "metadata.remainingItemCount"
+    at = paging.Position.start(kind)
+    chunks = [({"c": "t1", "metadata": {"remainingItemCount": 11}}, 10),
+              ({"c": "t2", "metadata": {"remainingItemCount": 1}}, 10),
+              ({"metadata": {}}, 1)]  # fmt: skip
+    totals = []
+    for body, n in chunks:
+        reply, records = Reply(200, {}, body), [{"id": len(totals) * 10 + i} for i in range(n)]
+        following = paging.following(kind, at, reply, records, 10)
+        listed = paging.Listed.of(kind, at, reply, records, 10, following)
+        totals.append(listed.total)
+        if following is not None:
+            at = paging.Position.of(following.cursor())  # as the next page's task reads it
+    assert totals == [21, 21, None]  # the last chunk states nothing: it has no remaining count
+    assert reconcile.listing(kind, [part(21, 21)]).verdict == "reconciled"
+    stopped = reconcile.listing(kind, [part(20, 21, 21, "the declared maximum of 2 pages")])
+    assert stopped.verdict == "short" and "stop.maxPages" in stopped.note

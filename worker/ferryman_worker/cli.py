@@ -127,8 +127,8 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     import datetime
 
-    from ferryman_worker import console, contract, eta, wording
-    from ferryman_worker.engine import runs
+    from ferryman_worker import console, contract, eta
+    from ferryman_worker.engine import causes, runs
 
     now = datetime.datetime.now(datetime.UTC)
     with current_database(settings) as conn:
@@ -143,7 +143,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
                 print("\n".join(console.eta_lines(estimate)))
             retrying = runs.retrying(conn, run.id)
             if retrying is not None:
-                print(wording.retrying_line(retrying, now))
+                print(causes.retrying_line(retrying, now))
         if not found:
             print("no runs")
     return 0

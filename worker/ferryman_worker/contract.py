@@ -22,7 +22,7 @@ from ferryman_worker.destinations import mapping as _mapping
 from ferryman_worker.destinations.mapping import Mapping as MappingSpec
 from ferryman_worker.engine import allowlist as _allowlist
 from ferryman_worker.engine import auth as _auth
-from ferryman_worker.engine import reconcile, runs
+from ferryman_worker.engine import causes, reconcile, runs
 from ferryman_worker.engine.allowlist import Pattern as URLPattern
 from ferryman_worker.engine.credentials import (
     HOSTS_ANNOTATION,
@@ -54,6 +54,7 @@ parse_url_patterns = _allowlist.parse
 url_allowed = _allowlist.allowed
 
 __all__ = [
+    "CAUSES",
     "HOSTS_ANNOTATION",
     "OWN_CONNECTIONS",
     "AdmissionRefused",
@@ -66,12 +67,14 @@ __all__ = [
     "DestinationSchema",
     "DestinationTable",
     "FerrymanError",
+    "KindVerdict",
     "MappingInvalid",
     "MappingSpec",
     "MigrationRun",
     "MigrationRunStatus",
     "PhaseEta",
     "ProviderSpec",
+    "Retrying",
     "RunEta",
     "RunProgress",
     "RunState",
@@ -81,6 +84,7 @@ __all__ = [
     "WorkspaceOwned",
     "admit",
     "cancel",
+    "cause",
     "connect",
     "connection_budget",
     "engine_options",
@@ -459,10 +463,33 @@ def retry(conn: Connection, name: str, sealed: Sealed | None = None) -> int:
     return runs.retry(conn, _id(conn, name), sealed)
 
 
-def retrying(conn: Connection, run_id: int, now: datetime.datetime) -> str | None:
-    """The "retrying N task(s) …" line ``ferryman status`` shows for a running run, or None."""
+@dataclasses.dataclass(frozen=True)
+class Retrying:
+    """A running run's tasks that wait to try again: the "retrying N task(s) …" line ``ferryman
+    status`` shows, and the cause their latest failure names (``CredentialUnavailable``,
+    ``SourceRefused``, ``TableMissing``, ...; None: one trying again may mend)."""
+
+    line: str
+    cause: str | None = None
+
+
+def retrying(conn: Connection, run_id: int, now: datetime.datetime) -> Retrying | None:
+    """What ``ferryman status`` shows of a running run's retried tasks, or None."""
     row = runs.retrying(conn, run_id)
-    return None if row is None else wording.retrying_line(row, now).strip()
+    return None if row is None else _retrying(row, now)
+
+
+def _retrying(row: dict[str, Any], now: datetime.datetime) -> Retrying:
+    return Retrying(causes.retrying_line(row, now).strip(), causes.named(row.get("last_error")))
+
+
+CAUSES = frozenset(causes.WHAT)
+"""The causes a run names for a task that keeps failing (a condition's reason)."""
+
+
+def cause(error: str | None) -> str | None:
+    """The cause a failed run's ``error`` names (``causes.named``), or None."""
+    return causes.named(error)
 
 
 def eta(conn: Connection, run_id: int) -> RunEta | None:
@@ -477,7 +504,7 @@ class LiveRun:
     and its ETA."""
 
     progress: RunProgress
-    retrying: str | None = None
+    retrying: Retrying | None = None
     eta: RunEta | None = None
 
 
@@ -497,7 +524,7 @@ def live_progress(conn: Connection, names: list[str], now: datetime.datetime) ->
         failed = failing.get(run_id)
         found[str(row["name"])] = LiveRun(
             _progress(row),
-            None if failed is None else wording.retrying_line(failed, now).strip(),
+            None if failed is None else _retrying(failed, now),
             eta_status(_eta.of_run(row, active[run_id], work[run_id]))
             if run_id in active
             else None,

@@ -8,6 +8,7 @@ Messages say what went wrong and what to do about it, and never contain a secret
     │   ├── RunSpecError          a MigrationRun document is invalid (every problem, one a line)
     │   ├── MappingInvalid        a run's mapping is invalid, or cannot write in this database
     │   ├── CredentialRefused     a credential reference this worker will not read: run fails
+    │   ├── CredentialUnavailable a credential, a key of it or the sealing key not found
     │   └── MappingRefused        a run's window was refused for its mapping's fault: the kind fails
     ├── ListingShort              a listing ended short of the total its source states
     ├── DatabaseError             PostgreSQL unreachable or refused a statement (wraps psycopg)
@@ -48,6 +49,14 @@ class CredentialRefused(ConfigurationError):
     """A run's credential reference this worker refuses to read: a local file outside the
     credentials folder, or any local credential on a worker that takes only sealed ones.
     Trying the task again cannot mend it: its run fails at once."""
+
+
+class CredentialUnavailable(ConfigurationError):
+    """A run's credential this worker cannot find: the variable or file of a local one, a key
+    the provider's auth needs that its Secret lacks, the sealing key that opens a sealed one.
+    Its task is tried again (mounting it mends it), and its run names the cause from the
+    first failed attempt (``engine.causes``); the message names keys and places, never a
+    value."""
 
 
 class ListingShort(FerrymanError):

@@ -19,9 +19,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from ferryman_worker import console, contract, eta, providers, reaper, wording
+from ferryman_worker import console, contract, eta, providers, reaper
 from ferryman_worker.db import connect, migrate
-from ferryman_worker.engine import runs
+from ferryman_worker.engine import causes, runs
 from ferryman_worker.engine import tasks as _tasks  # noqa: F401  (registers the task job)
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
 from ferryman_worker.errors import ConfigurationError
@@ -171,7 +171,7 @@ def _watch(
             *(console.eta_lines(estimate) if estimate is not None else []),
         ]
         failing = runs.retrying(conn, run.id)
-        retrying = [wording.retrying_line(failing, now)] if failing is not None else []
+        retrying = [causes.retrying_line(failing, now)] if failing is not None else []
         if tty:  # redrawn in place: a line must not wrap, or the cursor lands wrong
             width = shutil.get_terminal_size().columns - 1
             out.write(f"\x1b[{drawn}F\x1b[J" if drawn else "")

@@ -14,6 +14,8 @@ COMPLETE: Final = "Complete"
 FAILED: Final = "Failed"
 WORKERS_READY: Final = "WorkersReady"
 TYPES: Final = (ADMITTED, PROGRESSING, COMPLETE, FAILED, WORKERS_READY)
+MESSAGE: Final = 32768
+"""The longest message a condition may carry (metav1.Condition's)."""
 
 Status = Literal["True", "False", "Unknown"]
 

@@ -1,5 +1,6 @@
 """The Events a change of status deserves: admitted, queued, phase started, suspended, resumed,
-succeeded, failed (with the cause), cancelled, refused; each said once, on the transition."""
+a task failing for a cause it names, succeeded, failed (with the cause), cancelled,
+refused; each said once, on the transition."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from ferryman_operator.reconcile import conditions as cond
-from ferryman_worker.contract import RunProgress, RunState
+from ferryman_worker.contract import CAUSES, RunProgress, RunState
 
 _ENDED = frozenset({RunState.SUCCEEDED.value, RunState.FAILED.value, RunState.CANCELLED.value})
 
@@ -41,6 +42,7 @@ def between(
         )
     events += phases_started(old, run)
     events += _suspension(old_conditions, new_conditions)
+    events += _stalled(old_conditions, new_conditions)
     if now != was:
         events += _ending(now, new, admitted)
     if cond.reason_of(new_conditions, cond.PROGRESSING) == "DatabaseUnavailable" and (
@@ -88,10 +90,27 @@ def _suspension(old: list[Any], new: list[Any]) -> list[Event]:
     return []
 
 
+def _stalled(old: list[Any], new: list[Any]) -> list[Event]:
+    """A Warning when a task starts failing for a cause the run names (or for another)."""
+    found = cond.find(new, cond.PROGRESSING) or {}
+    reason = found.get("reason")
+    if reason not in CAUSES or cond.reason_of(old, cond.PROGRESSING) == reason:
+        return []
+    return [Event("Warning", str(reason), str(found.get("message", "")))]
+
+
+def _unproven(new: Mapping[str, Any]) -> list[Event]:
+    """An ``Unverified`` Event for a run that succeeded without proving it is complete."""
+    found = cond.find(new.get("conditions") or [], cond.COMPLETE) or {}
+    if found.get("reason") != "Unverified":
+        return []
+    return [Event("Normal", "Unverified", str(found.get("message", "")))]
+
+
 def _ending(state: str | None, new: Mapping[str, Any], admitted: Mapping[str, Any]) -> list[Event]:
     message = str(new.get("message") or "")
     if state == "Succeeded":
-        return [Event("Normal", "Succeeded", message)]
+        return [Event("Normal", "Succeeded", message), *_unproven(new)]
     if state == "Cancelled":
         return [Event("Normal", "Cancelled", message)]
     if state == "Failed" and admitted.get("status") == "True":

@@ -8,14 +8,15 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+from ferryman_operator.reconcile import complete
 from ferryman_operator.reconcile import conditions as cond
 from ferryman_operator.reconcile.conditions import Wanted
-from ferryman_worker.contract import RunEta, RunProgress, RunState
+from ferryman_worker.contract import Retrying, RunEta, RunProgress, RunState, cause
 
 _KEPT = (
     *("state", "phase", "tasksDone", "tasksTotal", "rowsWritten", "rowsSkipped", "rowsMatched"),
     "rowsFailed",
-    *("startedAt", "finishedAt", "lastRetry"),
+    *("startedAt", "finishedAt", "lastRetry", "verdicts"),
 )
 
 
@@ -46,8 +47,9 @@ class Observation:
     database_error: str | None = None
     """Why PostgreSQL could not be asked (the last known status is kept)."""
 
-    retrying: str | None = None
-    """The "retrying N task(s) …" line of a running run whose tasks wait to try again."""
+    retrying: Retrying | None = None
+    """The "retrying N task(s) …" line of a running run whose tasks wait to try again, and
+    the cause their latest failure names."""
 
     eta: RunEta | None = None
     """The time a running run has left (``contract.eta``)."""
@@ -66,7 +68,7 @@ def compute(
     status["observedGeneration"] = generation
     wanted = _conditions(previous, seen)
     status["conditions"] = cond.merge(previous.get("conditions") or [], wanted, now, generation)
-    status["message"] = headline(status["conditions"], seen)
+    status["reason"], status["message"] = headline(status["conditions"], seen)
     return status
 
 
@@ -85,6 +87,7 @@ def _fields(previous: Mapping[str, Any], seen: Observation) -> dict[str, Any]:
             "startedAt": cond.timestamp(run.started_at),
             "finishedAt": cond.timestamp(run.finished_at) if run.finished_at else None,
             "eta": _eta(seen),
+            "verdicts": complete.verdicts(run),
         }
     if seen.refused is not None:
         return {"state": RunState.FAILED.value, "phase": None}
@@ -149,25 +152,22 @@ def _progressing(seen: Observation) -> Wanted:
                 "suspended by spec.suspend: running tasks stopped at their next window; set "
                 "suspend: false to resume",
             )
-        if seen.retrying:
-            return Wanted(cond.PROGRESSING, "True", "Retrying", seen.retrying)
+        if seen.retrying is not None and seen.retrying.cause is not None:
+            return Wanted(cond.PROGRESSING, "False", seen.retrying.cause, seen.retrying.line)
+        if seen.retrying is not None:
+            return Wanted(cond.PROGRESSING, "True", "Retrying", seen.retrying.line)
         return Wanted(cond.PROGRESSING, "True", "Running", _doing(run, seen.eta))
     return Wanted(cond.PROGRESSING, "False", run.state.value, _ended(run))
 
 
 def _complete(seen: Observation) -> Wanted:
-    run = seen.progress
-    if run is not None and run.state is RunState.SUCCEEDED:
-        return Wanted(cond.COMPLETE, "True", "Succeeded", _ended(run))
-    if run is not None and run.state.finished:
-        return Wanted(cond.COMPLETE, "False", run.state.value, _ended(run))
-    return Wanted(cond.COMPLETE, "False", "NotFinished", "the run has not finished")
+    return complete.condition(seen.progress, refused=seen.refused is not None)
 
 
 def _failed(seen: Observation) -> Wanted:
     run = seen.progress
     if run is not None and run.state is RunState.FAILED:
-        return Wanted(cond.FAILED, "True", "RunFailed", _ended(run))
+        return Wanted(cond.FAILED, "True", cause(run.error) or "RunFailed", _ended(run))
     if run is None and seen.refused is not None:
         return Wanted(cond.FAILED, "True", seen.refused.reason, seen.refused.message)
     return Wanted(cond.FAILED, "False", "NoFailure", "")
@@ -203,9 +203,10 @@ def _ended(run: RunProgress) -> str:
     return f"succeeded: {counts}"
 
 
-def headline(conditions: list[dict[str, Any]], seen: Observation) -> str:
-    """``status.message``: what most needs saying: a failure, an outage, retries, a wait, the
-    workers' sizing; else the message of the condition that changed last."""
+def headline(conditions: list[dict[str, Any]], seen: Observation) -> tuple[str, str]:
+    """``status.reason`` and ``status.message``: what most needs saying: a failure, an
+    outage, a task failing for a cause it names, a wait, the workers' sizing, retries; else
+    the progress (the Progressing condition's)."""
     for kind, status in (
         (cond.FAILED, "True"),
         (cond.PROGRESSING, "Unknown"),
@@ -214,10 +215,9 @@ def headline(conditions: list[dict[str, Any]], seen: Observation) -> str:
     ):
         found = cond.find(conditions, kind)
         if found is not None and found.get("status") == status and found.get("message"):
-            return str(found["message"])
-    if seen.retrying:
-        return seen.retrying
-    progressing = cond.find(conditions, cond.PROGRESSING)
-    if progressing is not None and progressing.get("message"):
-        return str(progressing["message"])
-    return ""
+            return str(found["reason"]), str(found["message"])
+    progressing = cond.find(conditions, cond.PROGRESSING) or {}
+    reason = str(progressing.get("reason") or "")
+    if seen.retrying is not None:
+        return reason, seen.retrying.line
+    return reason, str(progressing.get("message") or "")

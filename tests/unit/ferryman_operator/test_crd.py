@@ -145,5 +145,5 @@ def test_printer_columns_and_the_wide_ones() -> None:
     columns = crd.definition()["spec"]["versions"][0]["additionalPrinterColumns"]
     narrow = [c["name"] for c in columns if not c.get("priority")]
     wide = [c["name"] for c in columns if c.get("priority")]
-    assert narrow == ["Workspace", "State", "Phase", "Tasks", "Rows", "Age"]
-    assert wide == ["Skipped", "Failed", "ETA", "Message"]
+    assert narrow == ["Workspace", "State", "Phase", "Tasks", "Rows", "Complete", "Reason", "Age"]
+    assert wide == ["Skipped", "Failed", "ETA", "Verdicts", "Message"]

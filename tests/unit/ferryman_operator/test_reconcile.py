@@ -17,7 +17,7 @@ from ferryman_operator.reconcile.admission import Candidate
 from ferryman_operator.reconcile.conditions import Wanted
 from ferryman_operator.reconcile.status import Observation, Refusal
 from ferryman_worker import runspec
-from ferryman_worker.contract import ConnectionBudget, RunProgress, RunState
+from ferryman_worker.contract import ConnectionBudget, Retrying, RunProgress, RunState
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
 T1 = T0 + datetime.timedelta(seconds=30)
@@ -67,9 +67,11 @@ def test_a_running_run_shows_its_aggregate_and_conditions() -> None:
     assert found["startedAt"] == "2026-12-01T12:00:00Z" and found["finishedAt"] is None
     kinds = by_type(found)
     assert kinds["Admitted"]["status"] == "True" and kinds["Progressing"]["reason"] == "Running"
-    assert kinds["Complete"]["status"] == "False" and kinds["Failed"]["status"] == "False"
+    assert kinds["Complete"]["status"] == "Unknown" and kinds["Failed"]["status"] == "False"
+    assert kinds["Complete"]["reason"] == "NotFinished"
     assert kinds["WorkersReady"]["reason"] == "PoolSpecApplied"
     assert found["message"].startswith("phase organizations (1 of 3): 2/8 tasks done")
+    assert found["reason"] == "Running"
 
 
 def test_the_status_counts_matched_rows_apart_from_written_and_keeps_them_in_an_outage() -> None:
@@ -96,9 +98,10 @@ def test_a_failed_run_carries_its_error_and_a_retrying_one_its_line() -> None:
     assert found["state"] == "Failed" and by_type(found)["Failed"]["reason"] == "RunFailed"
     assert "source said 401" in found["message"]
     line = "retrying 2 task(s); the latest (people task 9, attempt 1 of 5) failed: 503"
-    retrying = status.compute({}, Observation(WORKERS, progress=progress(), retrying=line), 1, T0)
+    seen = Observation(WORKERS, progress=progress(), retrying=Retrying(line))
+    retrying = status.compute({}, seen, 1, T0)
     assert by_type(retrying)["Progressing"]["reason"] == "Retrying"
-    assert retrying["message"] == line
+    assert retrying["message"] == line and retrying["reason"] == "Retrying"
 
 
 def test_a_database_outage_keeps_the_last_counts_and_says_so() -> None:

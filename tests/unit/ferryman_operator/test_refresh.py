@@ -14,7 +14,7 @@ from ferryman_operator.reconcile.admission import Candidate
 from ferryman_operator.reconcile.conditions import Wanted
 from ferryman_operator.reconcile.status import Observation, Refusal
 from ferryman_worker import contract
-from ferryman_worker.contract import LiveRun, RunState
+from ferryman_worker.contract import LiveRun, Retrying, RunState
 
 WORKERS = Wanted("WorkersReady", "True", "PoolSpecApplied", "fits")
 OLDER = Candidate("2026-12-01T11:00:00Z", "ns/older", "acme", "Queued")
@@ -42,7 +42,7 @@ def settled(
 
 
 def test_a_running_run_is_observed_from_the_read_of_them_all() -> None:
-    found = LiveRun(run_progress(), retrying="retrying 1 task", eta=None)
+    found = LiveRun(run_progress(), retrying=Retrying("retrying 1 task"), eta=None)
     assert settled(found) == Observation(WORKERS, progress=found.progress, retrying=found.retrying)
 
 

@@ -13,7 +13,7 @@ import httpx
 
 from ferryman_worker.engine import oauth
 from ferryman_worker.engine.credentials import Credential, redact, url_host
-from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.errors import ConfigurationError, CredentialUnavailable
 from ferryman_worker.providers import AuthStyle, OAuth2
 
 
@@ -156,7 +156,7 @@ def build(style: AuthStyle, values: Mapping[str, str]) -> SecretAuth:
         raise ConfigurationError("auth style oauth2 is built for a credential (for_credential)")
     missing = [key for key in KEYS[style.style] if not values.get(key)]
     if missing:
-        raise ConfigurationError(
+        raise CredentialUnavailable(
             f"the provider's auth style {style.style!r} needs the credential keys {missing}: "
             "add them to the Secret that spec.source.credentialsSecretRef names"
         )
@@ -220,7 +220,7 @@ class _GrantCredential:
         self.id = credential.id
         missing = [key for key in grant.keys().values() if not credential.values.get(key)]
         if missing:
-            raise ConfigurationError(
+            raise CredentialUnavailable(
                 f"the provider's auth style 'oauth2' ({grant.grant}) needs the credential keys"
                 f" {missing}: add them to the Secret that spec.source.credentialsSecretRef"
                 " names, or name the keys it has in spec.auth.oauth2.keys"

@@ -29,7 +29,12 @@ import httpx
 
 from ferryman_worker.engine import allowlist
 from ferryman_worker.engine.allowlist import DEFAULT_PORTS
-from ferryman_worker.errors import ConfigurationError, CredentialRefused, FerrymanError
+from ferryman_worker.errors import (
+    ConfigurationError,
+    CredentialRefused,
+    CredentialUnavailable,
+    FerrymanError,
+)
 
 HOSTS_ANNOTATION = "ferryman.dev/hosts"
 """The Secret annotation that binds its credential to hosts: comma-separated patterns
@@ -305,7 +310,7 @@ class Sealer:
     def from_file(cls, path: str | pathlib.Path) -> Sealer:
         file = pathlib.Path(path)
         if not file.is_file():
-            raise ConfigurationError(
+            raise CredentialUnavailable(
                 f"the credential sealing key is not at {file}: mount the installation's "
                 "sealing-key Secret there (the chart does) or set FERRYMAN_SEALING_KEY_FILE"
             )
@@ -340,7 +345,7 @@ class Sealer:
         try:
             document: dict[str, Any] = json.loads(self._fernet.decrypt(bytes(blob)))
         except InvalidToken:
-            raise ConfigurationError(
+            raise CredentialUnavailable(
                 "the run's sealed credential does not open with this worker's sealing key: the "
                 "operator and the workers must mount the same key"
             ) from None

@@ -30,7 +30,7 @@ from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.engine.credentials import Sealer
 from ferryman_worker.engine.source import SourceError
-from ferryman_worker.errors import ConfigurationError
+from ferryman_worker.errors import ConfigurationError, CredentialUnavailable
 
 SKEW = 60.0
 """Seconds before its expiry that an access token is refreshed rather than used."""
@@ -239,7 +239,7 @@ class RefreshTokenAuth(_BearerAuth):
         super().__init__(endpoint)
         seed = endpoint.credential.values.get("refresh_token")
         if not seed:
-            raise ConfigurationError(
+            raise CredentialUnavailable(
                 f"credential {endpoint.credential.id} has no 'refresh_token': add it"
             )
         self._connect, self._seed = connect, seed

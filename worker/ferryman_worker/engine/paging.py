@@ -82,6 +82,8 @@ class Position:
     """Digests of the chain's recent tokens."""
     restarts: int = 0
     """How often the chain began again after the source said its token was gone."""
+    listed: int = 0
+    """Records the chain listed before this page (since it last began again)."""
 
     @classmethod
     def start(cls, kind: Kind, part: int = 0, stripe: int = 0, size: int = 0) -> Position:
@@ -99,6 +101,7 @@ class Position:
             cursor.get("previous"),
             tuple(cursor.get("tokens", ())),
             int(cursor.get("restarts", 0)),
+            int(cursor.get("listed", 0)),
         )
 
     def cursor(self) -> dict[str, Any]:
@@ -109,6 +112,8 @@ class Position:
             found["tokens"] = list(self.tokens)
         if self.restarts:
             found["restarts"] = self.restarts
+        if self.listed:
+            found["listed"] = self.listed
         return found
 
     def restartable(self, kind: Kind) -> bool:
@@ -204,14 +209,17 @@ def _following(
         max_pages = pagination.stops.max_pages
         if max_pages and page >= max_pages:
             return None
-        return Position(at.part, page, token, page_digest, restarts=at.restarts)
+        listed = at.listed + len(records)
+        return Position(at.part, page, token, page_digest, restarts=at.restarts, listed=listed)
     seen = (*at.tokens, digest(at.token))[-RECENT_TOKENS:]
     if token == at.token or digest(token) in seen:
         raise PagingLoop(
             f"{kind.name}: the source gave the token {_shown(token)} again after page"
             f" {at.page + 1}: its pagination loops (check the kind's pagination style)"
         )
-    return Position(at.part, at.page + 1, token, page_digest, seen, at.restarts)
+    return Position(
+        at.part, at.page + 1, token, page_digest, seen, at.restarts, at.listed + len(records)
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,7 +249,8 @@ class Listed:
             ended_by = pagination.stop(at.token, reply, records, size, at.page) or (
                 f"the declared maximum of {pagination.stops.max_pages} pages"
             )
-        return cls(len(records), pagination.stated_total(reply, records), ended_by)
+        total = pagination.stated_total(reply, records, at.listed)
+        return cls(len(records), total, ended_by)
 
 
 def _shown(token: Any, limit: int = 80) -> str:

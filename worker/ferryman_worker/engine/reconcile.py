@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 from ferryman_worker.providers import Kind
 
-VerdictName = Literal["reconciled", "unverified", "short", "refused"]
+VerdictName = Literal["reconciled", "verified", "unverified", "short", "refused"]
+"""``verified``: a verification listed the source's ids again and found each in the ledger."""
 
 
 @dataclasses.dataclass(frozen=True)

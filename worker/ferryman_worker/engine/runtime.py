@@ -27,7 +27,7 @@ from ferryman_worker.engine import auth
 from ferryman_worker.engine.credentials import Credential, Sealer, local_file, url_host
 from ferryman_worker.engine.ratelimit import Budget, Budgets, credential_key
 from ferryman_worker.engine.source import MAX_RESPONSE_BYTES, SourceClient
-from ferryman_worker.errors import ConfigurationError, CredentialRefused
+from ferryman_worker.errors import ConfigurationError, CredentialRefused, CredentialUnavailable
 from ferryman_worker.providers import AuthStyle
 
 RESOURCE = "engine"
@@ -88,7 +88,7 @@ class EngineRuntime:
         if reference.get("namespace"):
             sealed = run.get("sealed_credential")
             if sealed is None:
-                raise ConfigurationError(
+                raise CredentialUnavailable(
                     f"run {run.get('name')!r}: its credential was not sealed at admission (an "
                     "operator admits a run only with its Secret sealed): retry the run"
                 )
@@ -116,7 +116,7 @@ class EngineRuntime:
             return os.environ[variable]
         if path.is_file():
             return path.read_text().strip()
-        raise ConfigurationError(
+        raise CredentialUnavailable(
             f"source credential Secret {name!r} key {key!r} is not available to this worker: "
             f"set {variable} or put it in the file {path}"
         )

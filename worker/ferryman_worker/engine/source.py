@@ -36,6 +36,10 @@ MAX_RESPONSE_BYTES = 64 * 2**20
 log = logging.getLogger("ferryman.engine.source")
 
 
+REFUSED = (401, 403)
+"""The statuses of a source refusing the credential."""
+
+
 class SourceError(FerrymanError):
     """The source failed the call; ``retryable`` says whether trying again may help, ``status``
     is the HTTP status it answered with (None: no answer, or not one of its statuses), ``gone``
@@ -48,6 +52,11 @@ class SourceError(FerrymanError):
         self.retryable = retryable
         self.status = status
         self.gone = gone
+
+
+class SourceRefused(SourceError):
+    """The source refused the credential (HTTP 401 or 403): the run names the cause
+    (``engine.causes``)."""
 
 
 class SourceTimeout(SourceError):
@@ -165,9 +174,11 @@ class SourceClient:
         if action == "rate_limited":
             raise RateLimited(_wait(policy, response.headers), status, policy.backoff)
         if action == "retry":
-            raise SourceError(f"{what}: HTTP {_said(status)}", retryable=True, status=status)
+            error = SourceRefused if status in REFUSED else SourceError
+            raise error(f"{what}: HTTP {_said(status)}", retryable=True, status=status)
         if action != "ok":
-            raise SourceError(
+            error = SourceRefused if status in REFUSED else SourceError
+            raise error(
                 f"{what}: HTTP {_said(status)}" + _hint(status, self.auth),
                 retryable=False,
                 status=status,
@@ -245,7 +256,7 @@ def _hint(status: int, auth: httpx.Auth | None) -> str:
             " (a redirect: ferryman follows none, so a credential never travels to where it"
             " points; set spec.source.baseURL to the source's own address)"
         )
-    if status in (401, 403):
+    if status in REFUSED:
         return (
             f" (the source refused {getattr(auth, 'sends', 'the credential')}: check the keys"
             " of the Secret that spec.source.credentialsSecretRef names)"

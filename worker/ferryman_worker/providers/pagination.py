@@ -42,13 +42,16 @@ class Stops:
     """The stop rules besides the empty page: ``total`` (body path) or ``total_header`` hold the
     number of records in the listing; ``more`` a body path whose false value ends it;
     ``short_page``: fewer records than asked for end it; ``max_pages``: at most that many
-    pages (0: no maximum)."""
+    pages (0: no maximum); ``remaining``: a body path of the number of records after this page
+    (the kube-apiserver's ``metadata.remainingItemCount``), which states the listing's size as
+    the records its chain listed up to this page's end plus it."""
 
     total: str = ""
     total_header: str = ""
     more: str = ""
     short_page: bool = False
     max_pages: int = 0
+    remaining: str = ""
 
     def reason(
         self, reply: Reply, records: Sequence[Any], size: int, seen: int | None, page: int
@@ -71,15 +74,21 @@ class Stops:
     @property
     def declared_total(self) -> str:
         """Where the listing states its size (a body path or a header), "" if nowhere."""
-        return self.total or self.total_header
+        return self.total or self.total_header or self.remaining
 
-    def stated_total(self, reply: Reply) -> int | None:
-        """The listing's record count as this page states it, or None."""
+    def stated_total(self, reply: Reply, upto: int | None = None) -> int | None:
+        """The listing's record count as this page states it, or None; ``upto``: the records
+        its chain listed up to this page's end (a ``remaining`` count adds to it)."""
         value: Any = None
         if self.total:
             value = dig(reply.body, self.total)
         elif self.total_header:
             value = reply.headers.get(self.total_header)
+        elif self.remaining:
+            left = dig(reply.body, self.remaining)
+            if upto is None or not isinstance(left, int) or isinstance(left, bool):
+                return None
+            return upto + left
         try:
             return None if value is None else int(value)
         except (TypeError, ValueError):
@@ -122,9 +131,10 @@ class Pagination:
         """Where the listing states its size ("" : nowhere): its walk is reconciled with it."""
         return self.stops.declared_total
 
-    def stated_total(self, reply: Reply, records: Sequence[Any]) -> int | None:
-        """The least number of records the listing holds as this page states it, or None."""
-        return self.stops.stated_total(reply)
+    def stated_total(self, reply: Reply, records: Sequence[Any], before: int = 0) -> int | None:
+        """The least number of records the listing holds as this page states it, or None
+        (``before``: the records its chain listed before this page)."""
+        return self.stops.stated_total(reply, before + len(records))
 
     def next(self, token: Any, reply: Reply, records: Sequence[Any], size: int, page: int) -> Any:
         """The next page's token, or None when a stop rule says the listing ended here."""
@@ -199,11 +209,11 @@ class PageNumber(Pagination):
     def declared_total(self) -> str:
         return self.stops.declared_total or self.total_pages
 
-    def stated_total(self, reply: Reply, records: Sequence[Any]) -> int | None:
+    def stated_total(self, reply: Reply, records: Sequence[Any], before: int = 0) -> int | None:
         """The stated total; else, from the number of pages, the least it can be: every page
         but the last as long as this one (the source may serve fewer than asked for), the last
         with one record."""
-        total = self.stops.stated_total(reply)
+        total = self.stops.stated_total(reply, before + len(records))
         pages = dig(reply.body, self.total_pages) if self.total_pages else None
         if total is None and isinstance(pages, int) and not isinstance(pages, bool):
             return max(pages - 1, 0) * len(records) + min(pages, 1)

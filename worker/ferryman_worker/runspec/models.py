@@ -466,6 +466,34 @@ class RunEta(_Model):
     """Each phase still to do, the running one first."""
 
 
+VerdictName = Literal["reconciled", "verified", "unverified", "short", "refused"]
+
+
+class KindVerdictStatus(_Model):
+    """A kind's verdict, given when its phase closed (docs/kubernetes.md#complete)."""
+
+    kind: Annotated[str, Field(min_length=1, max_length=253)]
+    """The provider's kind, e.g. organizations."""
+
+    verdict: VerdictName
+    """reconciled: what it listed adds up to the total its source states; verified: a
+    verification found each of the source's ids in the ledger; unverified: its source states
+    no total; short: it listed fewer than the total; refused: more of its records were refused
+    than the error budget allows."""
+
+    listed: Count | None = None
+    """Records its walk listed (null for a tree kind, reconciled per parent)."""
+
+    total: Count | None = None
+    """The least total its source stated during the walk (null: none stated)."""
+
+    short_by: Count | None = None
+    """How many fewer it listed than the total, for a short kind."""
+
+    note: Annotated[str, Field(max_length=4096)] = ""
+    """What the verdict rests on, or why the kind failed, with the likely fix."""
+
+
 class MigrationRunStatus(_Model):
     """What the operator last saw of the run; written by the operator only."""
 
@@ -507,8 +535,25 @@ class MigrationRunStatus(_Model):
     eta: RunEta | None = None
     """While it runs: the time it has left and what bounds it."""
 
+    verdicts: Annotated[
+        list[KindVerdictStatus],
+        Field(
+            max_length=256,
+            json_schema_extra={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["kind"],
+            },
+        ),
+    ] = Field(default_factory=list)
+    """Each kind's verdict once its phase closed, in phase order: the Complete condition is
+    decided from them."""
+
     observed_generation: Count | None = None
     """The metadata.generation this status was computed from."""
+
+    reason: Annotated[str, Field(max_length=1024)] | None = None
+    """The CamelCase reason of what ``message`` says, for the REASON column: e.g. Running,
+    Retrying, CredentialUnavailable (a task keeps failing for that cause), RunFailed."""
 
     message: Annotated[str, Field(max_length=32768)] | None = None
     """The latest news, for humans: the message of the condition that changed last."""

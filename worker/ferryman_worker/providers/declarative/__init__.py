@@ -167,7 +167,9 @@ def _pagination(paging: s.OffsetPaging | Any) -> styles.Pagination:
     short = stop.short_page
     if short is None:
         short = paging.style in ("offset", "page_number", "keyset")
-    stops = styles.Stops(stop.total, stop.total_header, stop.more, short, stop.max_pages)
+    stops = styles.Stops(
+        stop.total, stop.total_header, stop.more, short, stop.max_pages, stop.remaining
+    )
     size = paging.size_param
     if isinstance(paging, s.OffsetPaging):
         return styles.Offset(stops, size, offset=paging.offset_param)

@@ -197,6 +197,11 @@ class StopSpec(_Spec):
     total_header: str = ""
     """Header with the listing's record count, e.g. X-Total-Count."""
 
+    remaining: str = ""
+    """Body path of the number of records after this page, e.g. metadata.remainingItemCount
+    (the kube-apiserver's): the listing's count is then what its walk listed up to the page's
+    end plus it. A page without it states no count (the last page, a filtered listing)."""
+
     more: str = ""
     """Body path of a has-more flag whose false ends the listing, e.g. pagination.more."""
 
