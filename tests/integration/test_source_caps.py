@@ -77,3 +77,14 @@ def test_an_answer_that_drips_for_ever_ends_at_the_timeout_in_all(db_url: str) -
     [job] = task_jobs(db_url)
     assert "took longer than 1s in all" in job["last_error"]
     assert "FERRYMAN_SOURCE_TIMEOUT" in job["last_error"]
+
+
+@pytest.mark.timeout(240)
+def test_headers_that_drip_for_ever_end_at_the_timeout_in_all(db_url: str) -> None:
+    """Each byte of the status line and headers comes well within the read timeout: only the
+    call's time in all can end it."""
+    with flooding(0, header_pause=0.05) as source:
+        _run_against(db_url, source, _attempt_failed(db_url), FERRYMAN_SOURCE_TIMEOUT="1")
+    [job] = task_jobs(db_url)
+    assert "took longer than 1s in all" in job["last_error"]
+    assert "FERRYMAN_SOURCE_TIMEOUT" in job["last_error"]

@@ -23,14 +23,23 @@ TASK_OPTIONS = JobOptions(queue=LANE, max_attempts=25)
 """The task job's options, as ``tasks.run_task`` registers them."""
 
 
-def task_call(task_id: int, run_id: int) -> JobCall:
-    """The task job for ``task_id``, ready to enqueue."""
-    return JobCall(TASK_JOB, (task_id, run_id), {}, TASK_OPTIONS)
+def task_call(task_id: int, run_id: int, tenant: str = "") -> JobCall:
+    """The task job for ``task_id`` of a run of ``tenant``, ready to enqueue."""
+    return JobCall(TASK_JOB, (task_id, run_id), {}, TASK_OPTIONS).with_options(tenant=tenant)
 
 
-def enqueue_tasks(conn: Connection, run_id: int, task_ids: Sequence[int]) -> None:
+def tenant_of(run: dict[str, Any]) -> str:
+    """Whose share of the lane a run's tasks take: its namespace (its name is
+    ``namespace/name``), so that one namespace's many runs share the lane with another's one;
+    '' for a name without a namespace."""
+    namespace, slash, _ = str(run["name"]).partition("/")
+    return namespace if slash else ""
+
+
+def enqueue_tasks(conn: Connection, run: dict[str, Any], task_ids: Sequence[int]) -> None:
     """One job per task, in the caller's transaction."""
-    enqueue_many([task_call(task_id, run_id) for task_id in task_ids], conn=conn)
+    tenant = tenant_of(run)
+    enqueue_many([task_call(task_id, run["id"], tenant) for task_id in task_ids], conn=conn)
 
 
 def top_up(conn: Connection, run: dict[str, Any]) -> list[int]:
@@ -41,5 +50,5 @@ def top_up(conn: Connection, run: dict[str, Any]) -> list[int]:
         {"run_id": run["id"], "max_in_flight": run["options"]["max_in_flight"]},
     ).fetchall()
     ids = sorted(int(row["id"]) for row in rows)
-    enqueue_tasks(conn, run["id"], ids)
+    enqueue_tasks(conn, run, ids)
     return ids

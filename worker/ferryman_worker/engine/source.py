@@ -3,12 +3,12 @@
 Calls never hold a database connection or an open transaction; rate-limit tokens are reserved
 by the caller (on the job thread) before a call is made. An answer is read as a stream and
 dropped past ``max_response_bytes`` (decoded), and a call ends at ``timeout`` seconds in all,
-however slowly its bytes arrive: one source cannot make a worker hold unbounded memory or a lane
-for ever. The client applies its credential
-through an ``httpx.Auth``; its guard (an httpx request hook) refuses a request to a host the
-credential is not bound to before it is sent, and no redirect is ever followed. An error's
-message says the status code and its standard reason phrase, never the source's own words:
-those go to the log only, redacted, then cut.
+however slowly its bytes arrive, headers included (``deadline``): one source cannot make a
+worker hold unbounded memory or a lane for ever. The client applies its credential through an
+``httpx.Auth``; its guard (an httpx request hook) refuses a request to a host the credential is
+not bound to before it is sent, and no redirect is ever followed. An error's message says the
+status code and its standard reason phrase, never the source's own words: those go to the log
+only, redacted, then cut.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pydantic_core
 
-from ferryman_worker.engine import credentials, ratelimit
+from ferryman_worker.engine import credentials, deadline, ratelimit
 from ferryman_worker.engine.credentials import RequestRefused, redact
 from ferryman_worker.errors import FerrymanError
 from ferryman_worker.providers import Reply, Request, ResponsePolicy
@@ -124,7 +124,9 @@ class SourceClient:
             auth=self.auth,
             headers={"Accept": "application/json"},
             timeout=httpx.Timeout(self.timeout, connect=5.0),
-            limits=httpx.Limits(max_connections=32, max_keepalive_connections=32),
+            transport=deadline.transport(
+                httpx.Limits(max_connections=32, max_keepalive_connections=32)
+            ),
             follow_redirects=False,
             event_hooks={"request": [self._within_base, *([self.guard] if self.guard else [])]},
         )
@@ -139,22 +141,9 @@ class SourceClient:
     def call(self, request: Request, policy: ResponsePolicy = DEFAULT_POLICY) -> Reply:
         """One call, its body decoded; SourceError (RateLimited) as ``policy`` says. No retry."""
         what = f"{request.method} {self._redacted(request.path)}"
-        deadline = time.monotonic() + self.timeout
         try:
-            response = self.client.send(
-                self.client.build_request(
-                    request.method,
-                    request.path,
-                    params=dict(request.params) or None,
-                    headers=dict(request.headers) or None,
-                    json=request.json,
-                ),
-                stream=True,
-            )
-            try:
-                content = self._read(response, what, deadline)
-            finally:
-                response.close()
+            with deadline.within(self.timeout):
+                response, content = self._send(request, what)
         except RequestRefused as exc:
             raise SourceError(f"{what}: {exc}", retryable=False) from None
         except httpx.TimeoutException:
@@ -190,9 +179,26 @@ class SourceClient:
             raise SourceError(f"{what}: the response is not JSON ({exc})", retryable=True) from None
         return Reply(status, response.headers, body)
 
-    def _read(self, response: httpx.Response, what: str, deadline: float) -> bytes:
+    def _send(self, request: Request, what: str) -> tuple[httpx.Response, bytes]:
+        """The answer and its body, read whole (within the cap), its connection released."""
+        response = self.client.send(
+            self.client.build_request(
+                request.method,
+                request.path,
+                params=dict(request.params) or None,
+                headers=dict(request.headers) or None,
+                json=request.json,
+            ),
+            stream=True,
+        )
+        try:
+            return response, self._read(response, what)
+        finally:
+            response.close()
+
+    def _read(self, response: httpx.Response, what: str) -> bytes:
         """The answer's body, decoded: ResponseTooLarge past the cap (a declared length over it
-        is refused unread), SourceTimeout past the call's deadline."""
+        is refused unread)."""
         declared = response.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_response_bytes:
             raise ResponseTooLarge(what, self.max_response_bytes)
@@ -202,8 +208,6 @@ class SourceClient:
             size += len(chunk)
             if size > self.max_response_bytes:
                 raise ResponseTooLarge(what, self.max_response_bytes)
-            if time.monotonic() > deadline:
-                raise SourceTimeout(self._timed_out(what))
             chunks.append(chunk)
         return b"".join(chunks)
 

@@ -93,6 +93,7 @@ def _columns(calls: list[JobCall], batch_id: int | None) -> dict[str, list[Any]]
             "max_attempts",
             "concurrency_key",
             "batch_id",
+            "tenant",
         )
     }
     for call in calls:
@@ -106,4 +107,5 @@ def _columns(calls: list[JobCall], batch_id: int | None) -> dict[str, list[Any]]
         columns["max_attempts"].append(options.max_attempts)
         columns["concurrency_key"].append(options.concurrency_key)
         columns["batch_id"].append(batch_id)
+        columns["tenant"].append(options.tenant)
     return columns

@@ -27,6 +27,9 @@ class JobOptions:
     max_attempts: int = 5
     concurrency_key: str | None = None
     run_at: datetime.datetime | None = None
+    tenant: str = ""
+    """Whose job it is: when several tenants have due jobs in a queue, a claim serves the one
+    with the fewest running jobs there first, then in order within it ('': no one's)."""
 
 
 @dataclasses.dataclass(frozen=True)

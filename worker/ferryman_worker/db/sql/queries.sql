@@ -6,11 +6,12 @@
 -- (one row per statement and batch: the batch's total, when it finishes).
 WITH inserted AS (
     INSERT INTO ferryman_jobs (queue, name, args, kwargs, priority, run_at, max_attempts,
-                               concurrency_key, batch_id)
-    SELECT q, n, a, k, p, coalesce(r, now()), m, c, b
+                               concurrency_key, batch_id, tenant)
+    SELECT q, n, a, k, p, coalesce(r, now()), m, c, b, t
       FROM unnest(%(queue)s::text[], %(name)s::text[], %(args)s::jsonb[], %(kwargs)s::jsonb[],
                   %(priority)s::integer[], %(run_at)s::timestamptz[], %(max_attempts)s::integer[],
-                  %(concurrency_key)s::text[], %(batch_id)s::bigint[]) AS t(q, n, a, k, p, r, m, c, b)
+                  %(concurrency_key)s::text[], %(batch_id)s::bigint[], %(tenant)s::text[])
+           AS t(q, n, a, k, p, r, m, c, b, t)
     RETURNING id, batch_id
 ), counted AS (
     INSERT INTO ferryman_batch_enqueues (batch_id, jobs)

@@ -29,12 +29,19 @@ CREATE TABLE ferryman_jobs (
     -- the backend holding the claim (its advisory lock proves it alive) and since when; kept on
     -- a finished row; see migrations/0007
     claimed_by      integer,
-    claimed_at      timestamptz
+    claimed_at      timestamptz,
+    -- whose job it is, for a fair share of its lane (a task job: its run's namespace; '': no
+    -- one's); see migrations/0130
+    tenant          text        NOT NULL DEFAULT ''
 ) WITH (fillfactor = 80);  -- room on each page for the claim's and the outcome's row versions
 
--- The claim's index: only ready rows no one claimed, in claim order. Running jobs are not in it.
-CREATE INDEX ferryman_jobs_ready ON ferryman_jobs (queue, priority DESC, id)
+-- The claim's index: only ready rows no one claimed, per tenant in claim order. Running jobs are
+-- not in it.
+CREATE INDEX ferryman_jobs_ready ON ferryman_jobs (queue, tenant, priority DESC, id)
     WHERE status = 'ready' AND claimed_by IS NULL;
+-- Running jobs per queue and tenant: whose turn the next claim is (migrations/0130).
+CREATE INDEX ferryman_jobs_running ON ferryman_jobs (queue, tenant)
+    WHERE status = 'ready' AND claimed_by IS NOT NULL;
 -- A batch member is live while its job is ready; see migrations/0008. No index is written for
 -- a member that is claimed and ends, beyond those a plain job writes.
 -- Claimed rows: for the dead-claim sweep (all of them), and for the live members of a batch.
@@ -165,7 +172,7 @@ $$;
 -- The one statement between two jobs of a lane thread. First the previous job's business,
 -- whose outcome has committed: drop its claim (p_release, p_release_key) and, if it was the last
 -- member of its batch, finish the batch (p_batch). Then claim the first due job of the queue
--- that no one holds: take its advisory lock (and its concurrency key's), then mark it claimed
+-- that no one holds, of the tenant whose turn it is (migrations/0130): take its advisory lock (and its concurrency key's), then mark it claimed
 -- (claimed_by, claimed_at: it leaves the ready index) in a fresh snapshot, since a finisher may
 -- have completed it between our scan and our lock.
 -- Returns no row when nothing is claimable. The new lock outlives this statement.
@@ -174,14 +181,45 @@ CREATE FUNCTION ferryman_claim(p_queue text, p_window integer, p_release bigint 
                                p_succeed bigint DEFAULT NULL)
 RETURNS SETOF ferryman_jobs LANGUAGE plpgsql AS $$
 DECLARE
+    -- The tenants with a due job, in the order they are served: the highest priority first,
+    -- then the tenant with the fewest running jobs of the queue, then the oldest job. One index
+    -- descent per tenant (a skip scan of the ready index) and one for its next job; the running
+    -- counts read the claimed rows' index, one entry per running job.
+    tenants CURSOR FOR
+        WITH RECURSIVE waiting(tenant) AS (
+            (SELECT j.tenant FROM ferryman_jobs j
+              WHERE j.status = 'ready' AND j.claimed_by IS NULL AND j.queue = p_queue
+              ORDER BY j.tenant LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.tenant FROM ferryman_jobs j
+                     WHERE j.status = 'ready' AND j.claimed_by IS NULL AND j.queue = p_queue
+                       AND j.tenant > w.tenant
+                     ORDER BY j.tenant LIMIT 1)
+              FROM waiting w WHERE w.tenant IS NOT NULL
+        ), running AS (
+            SELECT j.tenant, count(*) AS n FROM ferryman_jobs j
+             WHERE j.status = 'ready' AND j.claimed_by IS NOT NULL AND j.queue = p_queue
+             GROUP BY j.tenant
+        )
+        SELECT w.tenant FROM waiting w
+         CROSS JOIN LATERAL (
+             SELECT j.priority, j.id FROM ferryman_jobs j
+              WHERE j.status = 'ready' AND j.claimed_by IS NULL AND j.queue = p_queue
+                AND j.tenant = w.tenant AND j.run_at <= now()
+              ORDER BY j.priority DESC, j.id LIMIT 1) head
+          LEFT JOIN running r ON r.tenant = w.tenant
+         WHERE w.tenant IS NOT NULL
+         ORDER BY head.priority DESC, coalesce(r.n, 0), head.id;
     -- an explicit cursor reads one index entry per FETCH (a FOR loop would read ten at a time)
-    candidates CURSOR FOR
+    candidates CURSOR (p_tenant text) FOR
         SELECT id, concurrency_key FROM ferryman_jobs
-        WHERE status = 'ready' AND claimed_by IS NULL AND queue = p_queue AND run_at <= now()
+        WHERE status = 'ready' AND claimed_by IS NULL AND queue = p_queue AND tenant = p_tenant
+          AND run_at <= now()
         ORDER BY priority DESC, id;
+    served record;
     cand record;
     claimed ferryman_jobs;
-    held_back integer := 0;
+    held_back integer;
 BEGIN
     -- This transaction's commit does not wait for its WAL to reach disk: nothing it writes needs
     -- to outlive a database crash on its own. WAL is replayed in order, so it is lost only with
@@ -194,6 +232,7 @@ BEGIN
     -- member) commits with this statement; its batch is checked by a later one, which sees that
     -- committed. Its lock goes before that commit, harmless now that its row is marked claimed
     -- (no claim looks at it, and the dead-claim sweep leaves rows of live backends alone).
+    -- It no longer counts as running for its tenant's turn.
     IF p_succeed IS NOT NULL THEN
         UPDATE ferryman_jobs
            SET status = 'succeeded', finished_at = now(), attempts = attempts + 1
@@ -208,34 +247,38 @@ BEGIN
     IF p_batch IS NOT NULL THEN
         PERFORM ferryman_finish_batch(p_batch);
     END IF;
-    OPEN candidates;
-    LOOP
-        FETCH candidates INTO cand;
-        EXIT WHEN NOT FOUND;
-        -- locked: another claim of this moment holds it (not counted: at most one per claimer)
-        CONTINUE WHEN NOT pg_try_advisory_lock(cand.id);
-        IF cand.concurrency_key IS NOT NULL
-           AND NOT pg_try_advisory_lock(1718772481, hashtext(cand.concurrency_key)) THEN
+    FOR served IN tenants LOOP
+        held_back := 0;
+        OPEN candidates(served.tenant);
+        LOOP
+            FETCH candidates INTO cand;
+            EXIT WHEN NOT FOUND;
+            -- locked: another claim of this moment holds it (not counted: at most one per claimer)
+            CONTINUE WHEN NOT pg_try_advisory_lock(cand.id);
+            IF cand.concurrency_key IS NOT NULL
+               AND NOT pg_try_advisory_lock(1718772481, hashtext(cand.concurrency_key)) THEN
+                PERFORM pg_advisory_unlock(cand.id);
+                -- its key runs elsewhere: look at most p_window of these per tenant
+                held_back := held_back + 1;
+                EXIT WHEN held_back >= p_window;
+                CONTINUE;
+            END IF;
+            UPDATE ferryman_jobs
+               SET claims = claims + 1, claimed_by = pg_backend_pid(), claimed_at = now()
+             WHERE id = cand.id AND status = 'ready' AND claimed_by IS NULL
+            RETURNING * INTO claimed;
+            IF FOUND THEN
+                CLOSE candidates;
+                RETURN NEXT claimed;
+                RETURN;
+            END IF;
             PERFORM pg_advisory_unlock(cand.id);
-            held_back := held_back + 1;  -- its key runs elsewhere: look at most p_window of these
-            EXIT WHEN held_back >= p_window;
-            CONTINUE;
-        END IF;
-        UPDATE ferryman_jobs
-           SET claims = claims + 1, claimed_by = pg_backend_pid(), claimed_at = now()
-         WHERE id = cand.id AND status = 'ready' AND claimed_by IS NULL
-        RETURNING * INTO claimed;
-        IF FOUND THEN
-            CLOSE candidates;
-            RETURN NEXT claimed;
-            RETURN;
-        END IF;
-        PERFORM pg_advisory_unlock(cand.id);
-        IF cand.concurrency_key IS NOT NULL THEN
-            PERFORM pg_advisory_unlock(1718772481, hashtext(cand.concurrency_key));
-        END IF;
+            IF cand.concurrency_key IS NOT NULL THEN
+                PERFORM pg_advisory_unlock(1718772481, hashtext(cand.concurrency_key));
+            END IF;
+        END LOOP;
+        CLOSE candidates;
     END LOOP;
-    CLOSE candidates;
 END
 $$;
 
