@@ -340,13 +340,14 @@ def statement(
         *_members(shape),
     ]
     written: sql.Composable = _COUNT_SLOTS
-    skipped: sql.Composable = sql.SQL("0")
+    skipped: sql.Composable = sql.SQL("%(skipped)s::integer")  # left out: the ledger holds them
     if versions.delta:
         ctes += [*_revisions(shape, select, lateral), *_deletions(shape)]
         updates = sql.SQL("(SELECT count(*) FROM revised)") if shape.updates() else sql.SQL("0")
         written = sql.SQL("{} + {}").format(_COUNT_SLOTS, updates)
         skipped = sql.SQL(
-            "(SELECT count(*) FROM known) - (SELECT count(*) FROM input) - {}"
+            "%(skipped)s::integer + (SELECT count(*) FROM known) - (SELECT count(*) FROM input)"
+            " - {}"
         ).format(updates)
     composed = sql.SQL("WITH {} {}").format(
         sql.SQL(",\n").join(ctes), _tail(tail, written, skipped)
@@ -592,7 +593,7 @@ def landing_statement(source_id: str, tail: Tail, versions: Versions = FULL) -> 
         ).format(path=path, version=version)
     ]
     written: sql.Composable = _COUNT_SLOTS
-    skipped: sql.Composable = sql.SQL("0")
+    skipped: sql.Composable = sql.SQL("%(skipped)s::integer")  # left out: the ledger holds them
     fresh: sql.Composable = sql.SQL("arrived")
     if versions.delta:
         fresh = sql.SQL("known WHERE ferryman_known_id IS NULL")

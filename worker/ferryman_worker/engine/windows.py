@@ -75,6 +75,9 @@ class Window:
     deleted: list[str] = dataclasses.field(default_factory=list)
     """Source ids of records a delta's listing says were deleted (tombstones): recorded in
     the ledger by the window's statement, nothing written."""
+    known: int = 0
+    """Records left out before writing because the ledger holds them already (``without_known``):
+    counted as skipped."""
 
 
 def validate(kind: Kind, records: list[dict[str, Any]]) -> tuple[list[BaseModel], Malformed]:
@@ -120,6 +123,7 @@ def write(cur: Cursor, target: Target, window: Window) -> Counts:
     params = _close_params(target, window, [])
     params["rows"] = _rows(target, window.valid)
     params["deleted"] = window.deleted
+    params["skipped"] = window.known
     with _gate():
         row = cur.execute(
             target.writer.window_statement(),
@@ -127,7 +131,38 @@ def write(cur: Cursor, target: Target, window: Window) -> Counts:
             binary=True,
         ).fetchone()
     assert row is not None
-    return Counts(written=len(window.valid), failed=row[0])
+    return Counts(written=len(window.valid), skipped=window.known, failed=row[0])
+
+
+def holds_known(exc: Exception) -> bool:
+    """Whether the database refused a window because the ledger holds one of its records (a
+    re-run, a retried or resumed task): ``without_known`` then leaves them out."""
+    return (
+        isinstance(exc, psycopg.errors.UniqueViolation) and exc.diag.constraint_name == LEDGER_KEY
+    )
+
+
+def without_known(cur: Cursor, target: Target, window: Window) -> Window:
+    """The window without the records the ledger already holds for the run's workspace and
+    kind (one index probe per record, in one statement), counted in ``known``: a window of a
+    re-run stays one statement instead of one savepoint per record. The ledger's key still
+    refuses a record written in between (the window then goes ``carefully``)."""
+    ids = {_source_id(model, target.kind.id): model for model in window.valid}
+    if not ids:
+        return window
+    held = {
+        row[0]
+        for row in cur.execute(
+            queries.engine("ledger_written"),
+            {"workspace": target.workspace, "kind": target.kind.name, "source_ids": list(ids)},
+        )
+    }
+    if not held:
+        return window
+    valid = [m for m in window.valid if _source_id(m, target.kind.id) not in held]
+    return dataclasses.replace(
+        window, valid=valid, known=window.known + len(window.valid) - len(valid)
+    )
 
 
 def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
@@ -154,6 +189,7 @@ def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
         except REFUSED as exc:
             _mapping_at_fault(target, exc)
             refused.append((_source_id(model, target.kind.id), _db_reason(exc)))
+    counts.skipped += window.known
     params = _close_params(target, window, refused)
     params.update(written=counts.written, skipped=counts.skipped)
     with _gate():

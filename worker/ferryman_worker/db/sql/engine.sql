@@ -141,10 +141,11 @@ RETURNING t.*;
 -- name: write_window
 -- A window in one statement: the provider's writer function ({writer}) writes the rows and
 -- claims their ledger slots, then ferryman_close_window records the row errors and the
--- checkpoint, or raises FM001 (the gate) and nothing of the window stays.
+-- checkpoint (with the records left out as held by the ledger: skipped), or raises FM001 (the
+-- gate) and nothing of the window stays.
 SELECT ferryman_close_window(%(task_id)s, %(job_id)s, %(run_id)s, %(kind)s, %(offset)s,
                              {writer}(%(rows)s, %(workspace)s, %(kind)s, %(run_id)s),
-                             0, %(errors)s) AS failed;
+                             %(skipped)s, %(errors)s) AS failed;
 
 -- name: write_rows
 -- The provider's writer alone (a careful window writes its rows one by one with it).
