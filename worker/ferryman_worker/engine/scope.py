@@ -57,6 +57,9 @@ class Scope:
     retry: Retry = dataclasses.field(default_factory=Retry)
     destinations: Policy = dataclasses.field(default_factory=Policy)
     """Where the installation lets mappings write (``EngineRuntime.destinations``)."""
+    skips_known: bool = False
+    """A window of this task met a record the ledger holds (a re-run, a retried or resumed
+    task): its next windows leave out such records before writing (``windows.without_known``)."""
 
     @classmethod
     def build(
@@ -204,15 +207,7 @@ class Scope:
         window = windows.Window(offset, valid, [*extra_malformed, *malformed], deleted, skipped)
         began = time.perf_counter()
         try:
-            try:
-                if finish:
-                    counts = self._transaction(windows.write, window, following, listed)
-                else:  # one statement, committed on its own
-                    counts = windows.write(self.cursor, self.target, window)
-            except windows.REFUSED:
-                counts = self._transaction(
-                    windows.write_carefully, window, following, listed, finish=finish
-                )
+            counts = self._write(window, following, listed, finish=finish)
         except windows.Closed:
             self.gate(self.conn)
             if not self.holds_task(self.conn):
@@ -234,6 +229,32 @@ class Scope:
             counts,
             time.perf_counter() - began,
         )
+
+    def _write(
+        self,
+        window: windows.Window,
+        following: paging.Position | None,
+        listed: paging.Listed | None,
+        *,
+        finish: bool,
+    ) -> windows.Counts:
+        """The window as one statement (in the task's closing transaction with ``finish``). A
+        window the ledger refused for a record it holds is written again without such records,
+        as are the task's next windows (a full run's only: a delta's statement skips them
+        itself); one the database refuses otherwise goes round again, row by row."""
+        if self.skips_known:
+            window = windows.without_known(self.cursor, self.target, window)
+        try:
+            if finish:
+                return self._transaction(windows.write, window, following, listed)
+            return windows.write(self.cursor, self.target, window)  # committed on its own
+        except windows.REFUSED as exc:
+            if self.skips_known or delta.is_delta(self.run) or not windows.holds_known(exc):
+                return self._transaction(
+                    windows.write_carefully, window, following, listed, finish=finish
+                )
+        self.skips_known = True
+        return self._write(window, following, listed, finish=finish)
 
     def _transaction(
         self,

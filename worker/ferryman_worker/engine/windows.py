@@ -140,6 +140,37 @@ def write(cur: Cursor, target: Target, window: Window) -> Counts:
     return Counts(written=written, skipped=skipped, failed=failed, matched=matched)
 
 
+def holds_known(exc: Exception) -> bool:
+    """Whether the database refused a window because the ledger holds one of its records (a
+    re-run, a retried or resumed task): ``without_known`` then leaves them out."""
+    return (
+        isinstance(exc, psycopg.errors.UniqueViolation) and exc.diag.constraint_name == LEDGER_KEY
+    )
+
+
+def without_known(cur: Cursor, target: Target, window: Window) -> Window:
+    """The window without the records the ledger already holds for the run's workspace and
+    kind (one index probe per record, in one statement), counted in ``skipped``: a window of a
+    re-run stays one statement instead of one savepoint per record. The ledger's key still
+    refuses a record written in between (the window then goes ``carefully``)."""
+    ids = {_source_id(model, target.kind.id): model for model in window.valid}
+    if not ids:
+        return window
+    held = {
+        row[0]
+        for row in cur.execute(
+            queries.engine("ledger_written"),
+            {"workspace": target.workspace, "kind": target.kind.name, "source_ids": list(ids)},
+        )
+    }
+    if not held:
+        return window
+    valid = [m for m in window.valid if _source_id(m, target.kind.id) not in held]
+    return dataclasses.replace(
+        window, valid=valid, skipped=window.skipped + len(window.valid) - len(valid)
+    )
+
+
 def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
     """The window row by row, one savepoint each, inside the caller's open transaction: a row
     the database refuses is recorded alone, a row the ledger holds is skipped. Raises

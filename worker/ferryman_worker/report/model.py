@@ -15,7 +15,7 @@ REPORT_VERSION: Final = 1
 """Raised when a figure changes meaning or is removed; a figure added leaves it as it is."""
 
 Count = int
-VerdictName = Literal["reconciled", "unverified", "short", "refused", "pending"]
+VerdictName = Literal["reconciled", "verified", "unverified", "short", "refused", "pending"]
 """``pending``: the kind's phase has not closed (the run runs, or ended before it)."""
 
 
