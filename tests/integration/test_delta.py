@@ -224,7 +224,7 @@ def test_on_deleted_set_marks_the_rows_once(crm: DemoCRM, db_url: str) -> None:
             writer = destinations.writer_for(run, providers.of_run(run), "people")
             params = {"rows": Jsonb([]), "workspace": "acme", "kind": "people", "run_id": 0}
             again = conn.execute(writer.rows_statement(), {**params, "deleted": ["9"]})
-            assert again.fetchone() == {"written": 0}
+            assert again.fetchone() == {"written": 0, "matched": 0}
     after = _tables(db_url)["people"]
     marked = {i for i, row in after.items() if row["archived"]}
     assert marked == {9, named}
@@ -303,7 +303,7 @@ def test_a_window_written_twice_applies_its_change_once_and_never_an_older_one(
             }
             first = conn.execute(writer.rows_statement(), params).fetchone()
             second = conn.execute(writer.rows_statement(), params).fetchone()
-            assert (first, second) == ({"written": 1}, {"written": 0})
+            assert (first, second) == ({"written": 1, "matched": 0}, {"written": 0, "matched": 0})
             # a later version already imported: this record's change is older, never applied
             conn.execute(
                 "UPDATE ferryman_ledger SET source_version = 't:2999-01-01T00:00:00.000000'"
@@ -319,7 +319,7 @@ def test_a_window_written_twice_applies_its_change_once_and_never_an_older_one(
             third = conn.execute(writer.rows_statement(), params).fetchone()
             name = conn.execute("SELECT name FROM crm_people WHERE source_id = 4").fetchone()
     assert record["name"].endswith("(edit 2)")
-    assert third == {"written": 0} and name == {"name": "kept"}
+    assert third == {"written": 0, "matched": 0} and name == {"name": "kept"}
     assert _updates(db_url) == []
 
 

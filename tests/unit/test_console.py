@@ -24,6 +24,7 @@ def _kind(
         "tasks": tasks,
         "done": done,
         "written": written,
+        "matched": 0,
         "skipped": 0,
         "failed": 0,
         "first_claim": started,
@@ -81,6 +82,7 @@ def test_the_summary_reports_active_seconds_and_rate() -> None:
     assert lines[1].split() == [
         "KIND",
         "WRITTEN",
+        "MATCHED",
         "SKIPPED",
         "MALFORMED",
         "TASKS",
@@ -88,7 +90,13 @@ def test_the_summary_reports_active_seconds_and_rate() -> None:
         "ROWS/S",
         "VERDICT",
     ]
-    assert lines[2].split() == ["organizations", "900", "0", "0", "3", "3.0", "300", "-"]
+    assert lines[2].split() == ["organizations", "900", "0", "0", "0", "3", "3.0", "300", "-"]
+
+
+def test_the_summary_shows_matched_records_apart_from_written() -> None:
+    kind = {**_kind("organizations", 0, 3, 3, 700, 3.0), "matched": 200, "skipped": 5}
+    lines = console.summary(_run(), [kind], NOW)
+    assert lines[2].split()[:4] == ["organizations", "700", "200", "5"]
 
 
 def test_the_summary_shows_each_kinds_verdict_and_a_kind_with_nothing_to_walk() -> None:
@@ -99,7 +107,7 @@ def test_the_summary_shows_each_kinds_verdict_and_a_kind_with_nothing_to_walk() 
     run = dataclasses.replace(_run(), verdicts=verdicts)
     lines = console.summary(run, [_kind("organizations", 0, 3, 3, 900, 3.0)], NOW)
     assert lines[2].split()[-1] == "reconciled"
-    assert lines[3].split() == ["messages", "0", "0", "0", "0", "0.0", "0", "unverified"]
+    assert lines[3].split() == ["messages", "0", "0", "0", "0", "0", "0.0", "0", "unverified"]
     assert "  organizations: reconciled: listed 900, the source states 900" in lines
     assert "  messages: unverified: no parents were written" in lines
 

@@ -14,7 +14,7 @@ body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
        color: #1d2430; margin: 2rem auto; max-width: 72rem; padding: 0 1.5rem; }
 h1 { font-size: 1.5rem; margin-bottom: .2rem; }
 h2 { font-size: 1.1rem; margin: 2rem 0 .4rem; }
-.meta { color: #566072; margin: 0; }
+.meta { color: rgb(86 96 114); margin: 0; }
 .outcome { margin: 1rem 0; padding: .7rem 1rem; border-radius: 6px; font-weight: 600; }
 .complete { background: #e6f4ea; color: #17622f; }
 .incomplete { background: #fdecea; color: #8a1c13; }
@@ -27,12 +27,12 @@ tr.total td { font-weight: 600; border-top: 2px solid #b9c1ce; }
 .reconciled { background: #e6f4ea; color: #17622f; }
 .unverified { background: #fff4d6; color: #6b4e00; }
 .short, .refused, .pending { background: #fdecea; color: #8a1c13; }
-.note { color: #374151; margin: .2rem 0; }
+.note { color: rgb(55 65 81); margin: .2rem 0; }
 .reason td, .legend td, .reasons th { text-align: left; vertical-align: top; }
 .reasons th:first-child { text-align: right; width: 6rem; }
 .reason td.count { text-align: right; white-space: nowrap; }
 code { font: 13px ui-monospace, SFMono-Regular, Menlo, monospace; }
-footer { color: #566072; font-size: .85rem; margin-top: 2rem; }
+footer { color: rgb(86 96 114); font-size: .85rem; margin-top: 2rem; }
 """
 
 
