@@ -57,6 +57,9 @@ class Scope:
     retry: Retry = dataclasses.field(default_factory=Retry)
     destinations: Policy = dataclasses.field(default_factory=Policy)
     """Where the installation lets mappings write (``EngineRuntime.destinations``)."""
+    max_pages: int = paging.DEFAULT_MAX_PAGES
+    """Pages a listing chain may have when its kind declares no ``maxPages``
+    (``EngineRuntime.max_pages``)."""
 
     @classmethod
     def build(
@@ -73,6 +76,7 @@ class Scope:
             runtime.client(run["base_url"], credential, provider.auth),
             runtime.budget(run["base_url"], credential, run["options"].get("rate_limit")),
             destinations=runtime.destinations,
+            max_pages=runtime.max_pages,
         )
 
     @property
