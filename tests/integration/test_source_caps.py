@@ -5,12 +5,16 @@ processes against a real server that streams 2 GB (made as it is sent) or drips 
 from __future__ import annotations
 
 import pathlib
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from flood import Flood, flooding
 from migration import SECRET, request, start_run, state, task_jobs
+from runfiles import command_env, run_file
+from tests.democrm.server_fixture import DemoCRM
 from workers import Subprocess, wait_for
 
 from ferryman_worker.engine.runtime import credential_env_var
@@ -88,3 +92,55 @@ def test_headers_that_drip_for_ever_end_at_the_timeout_in_all(db_url: str) -> No
     [job] = task_jobs(db_url)
     assert "took longer than 1s in all" in job["last_error"]
     assert "FERRYMAN_SOURCE_TIMEOUT" in job["last_error"]
+
+
+PAGED = {"organizations": 600, "people": 0, "deals": 0, "malformed_rate": 0}
+"""Six pages of 100 organizations, for a bound of three."""
+
+
+@pytest.mark.timeout(240)
+def test_a_listing_past_the_installations_page_bound_fails_naming_the_setting(
+    db_url: str,
+) -> None:
+    with DemoCRM.start(seed=41, **PAGED) as crm:
+        variable = credential_env_var(SECRET["name"], SECRET["key"])
+        env = {variable: crm.api_key, "FERRYMAN_SOURCE_MAX_PAGES": "3"}
+        worker = Subprocess(db_url, "migrations:1", env)
+        try:
+            worker.wait_ready()
+            req = request(crm.url, kinds=["organizations"], stripes=1, page_size=100)
+            run_id = start_run(db_url, req)
+            wait_for(lambda: _ended(db_url)(run_id), 120, f"run {run_id}")
+        finally:
+            worker.stop()
+    final = state(db_url, run_id)
+    assert final["state"] == "failed"
+    assert "organizations: the listing goes on past 3 pages" in final["error"]
+    assert "FERRYMAN_SOURCE_MAX_PAGES" in final["error"]
+
+
+def _ferryman_run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "ferryman_worker.cli", "--log-level", "WARNING", "run"]
+    return subprocess.run([*command, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.timeout(240)
+def test_ferryman_run_takes_the_page_bound_from_its_flag(
+    tmp_path: pathlib.Path, db_url: str
+) -> None:
+    with DemoCRM.start(seed=41, **PAGED) as crm:
+        env = command_env(crm.api_key, FERRYMAN_DATABASE_URL=db_url, FERRYMAN_LANES="migrations:1")
+        done = _ferryman_run(run_file(tmp_path, crm.url), "--source-max-pages", "3", env=env)
+    assert done.returncode == 1, done.stderr
+    assert "past 3 pages" in done.stdout + done.stderr
+
+
+def test_a_page_bound_below_one_is_refused_naming_the_setting(
+    tmp_path: pathlib.Path, db_url: str
+) -> None:
+    env = command_env("k", FERRYMAN_DATABASE_URL=db_url)
+    path = run_file(tmp_path, "http://127.0.0.1:1")
+    done = _ferryman_run(path, "--source-max-pages", "0", env=env)
+    assert done.returncode == 2
+    assert "source_max_pages (FERRYMAN_SOURCE_MAX_PAGES)" in done.stderr
+    assert "greater than or equal to 1" in done.stderr

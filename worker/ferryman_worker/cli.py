@@ -84,6 +84,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         local_credentials=settings.local_credentials,
         max_response_bytes=settings.source_max_response_bytes,
         destinations=settings.destinations,
+        max_pages=settings.source_max_pages,
     )
     try:
         serving = worker.Worker(settings, url, resources={RESOURCE: runtime})
@@ -294,6 +295,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a declarative provider YAML whose metadata.name is the run's spec.source.provider; "
         "it is snapshotted into the run when admitted (a resumed run keeps that definition)",
+    )
+    run.add_argument(
+        "--source-max-pages",
+        type=int,
+        metavar="N",
+        help="pages a listing may have when its kind declares no maxPages; past it the run "
+        "fails (default 100000; FERRYMAN_SOURCE_MAX_PAGES)",
     )
     _add_destinations(run)
     run.set_defaults(handler=cmd_run)
@@ -549,6 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "imports",
                     "poll_interval",
                     "metrics_port",
+                    "source_max_pages",
                     *DESTINATION_FLAGS,
                 )
             }

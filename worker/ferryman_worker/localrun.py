@@ -66,6 +66,7 @@ def run_file(
         settings.sync_windows,
         max_response_bytes=settings.source_max_response_bytes,
         destinations=settings.destinations,
+        max_pages=settings.source_max_pages,
     )
     request = contract.request_for(spec, width, mapping, destinations=settings.destinations)
     style = providers.resolve(spec.spec.source.provider, definition).auth

@@ -149,6 +149,11 @@ class Settings(BaseSettings):
     """Largest answer (decoded) the worker reads from a source API, in bytes (default 64 MiB);
     a larger one is dropped as it streams in and fails its task (smaller pages fix it)."""
 
+    source_max_pages: int = Field(default=100_000, ge=1)
+    """Pages one chain of a listing may have when its kind declares no ``maxPages`` (default
+    100,000); past it the task fails rather than walk a listing that never ends. A provider's
+    ``maxPages`` is its kind's own bound, and wins."""
+
     sync_windows: bool = False
     """Wait for each window's commit to reach disk (synchronous_commit on). Off by default: a
     window's rows, ledger claims and checkpoint commit atomically and WAL is replayed in order,

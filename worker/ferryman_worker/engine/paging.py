@@ -40,8 +40,9 @@ class PagingLoop(SourceError):
 
 
 DEFAULT_MAX_PAGES = 100_000
-"""Pages one chain of a listing may have when its kind declares no ``maxPages``: past it the
-task fails (``PagingLimit``) instead of walking a listing that never ends."""
+"""Pages one chain of a listing may have when its kind declares no ``maxPages``, unless the
+installation says otherwise (FERRYMAN_SOURCE_MAX_PAGES): past it the task fails
+(``PagingLimit``) instead of walking a listing that never ends."""
 
 
 class PagingLimit(SourceError):
@@ -49,8 +50,9 @@ class PagingLimit(SourceError):
 
     def __init__(self, kind: str, bound: int) -> None:
         super().__init__(
-            f"{kind}: the listing goes on past {bound} pages, the bound for a kind that declares"
-            f" no maximum: if the source really has more, declare it in the provider's"
+            f"{kind}: the listing goes on past {bound} pages, the worker's bound for a kind that"
+            " declares no maximum (FERRYMAN_SOURCE_MAX_PAGES, the chart's worker.sourceMaxPages):"
+            f" if the source really has more, declare it in the provider's"
             f" kinds.{kind}.pagination.maxPages (the listing then ends there), or ask for larger"
             " pages (spec.options.pageSize)",
             retryable=False,

@@ -25,6 +25,7 @@ from ferryman_worker.db.connect import Connection
 from ferryman_worker.destination_policy import Policy
 from ferryman_worker.engine import auth
 from ferryman_worker.engine.credentials import Credential, Sealer, local_file, url_host
+from ferryman_worker.engine.paging import DEFAULT_MAX_PAGES
 from ferryman_worker.engine.ratelimit import Budget, Budgets, credential_key
 from ferryman_worker.engine.source import MAX_RESPONSE_BYTES, SourceClient
 from ferryman_worker.errors import ConfigurationError, CredentialRefused, CredentialUnavailable
@@ -61,6 +62,7 @@ class EngineRuntime:
         local_credentials: bool = True,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         destinations: Policy | None = None,
+        max_pages: int = DEFAULT_MAX_PAGES,
     ) -> None:
         self.destinations = destinations or Policy()
         """Where the installation lets mappings write: every writer is checked against it."""
@@ -71,6 +73,8 @@ class EngineRuntime:
         """False on a worker serving the operator's runs: a credential comes only sealed."""
         self.source_timeout = source_timeout
         self.max_response_bytes = max_response_bytes
+        self.max_pages = max_pages
+        """Pages a listing chain may have when its kind declares no ``maxPages``."""
         self.sync_windows = sync_windows
         self.sealing_key_file = sealing_key_file or SEALING_KEY_FILE
         self.budgets = Budgets()

@@ -60,6 +60,9 @@ class Scope:
     skips_known: bool = False
     """A window of this task met a record the ledger holds (a re-run, a retried or resumed
     task): its next windows leave out such records before writing (``windows.without_known``)."""
+    max_pages: int = paging.DEFAULT_MAX_PAGES
+    """Pages a listing chain may have when its kind declares no ``maxPages``
+    (``EngineRuntime.max_pages``)."""
 
     @classmethod
     def build(
@@ -76,6 +79,7 @@ class Scope:
             runtime.client(run["base_url"], credential, provider.auth),
             runtime.budget(run["base_url"], credential, run["options"].get("rate_limit")),
             destinations=runtime.destinations,
+            max_pages=runtime.max_pages,
         )
 
     @property

@@ -215,7 +215,9 @@ def _list(scope: Scope, pool: Pool, parents: list[str]) -> list[list[dict[str, A
                 continue
             records = scope.provider.records(kind.name, reply)
             children[parent].extend(records)
-            following = paging.following(kind, at[parent], reply, records, size)
+            following = paging.following(
+                kind, at[parent], reply, records, size, bound=scope.max_pages
+            )
             listed = paging.Listed.of(kind, at[parent], reply, records, size, following)
             totals[parent].extend([] if listed.total is None else [listed.total])
             if following is not None:

@@ -32,7 +32,8 @@ def walk_pages(scope: Scope) -> None:
     at, size = paging.Position.of(scope.task["cursor"]), paging.page_size(options, kind)
     at, reply, offset = fetch_page(scope, at, size)
     records = scope.provider.records(kind.name, reply)
-    following = paging.following(kind, at, reply, records, size, int(options["stripes"]))
+    stripes = int(options["stripes"])
+    following = paging.following(kind, at, reply, records, size, stripes, scope.max_pages)
     listed = paging.Listed.of(kind, at, reply, records, size, following)
     parts = list(windows.split(records[offset:], int(options["window_size"]))) or [[]]
     for window in parts[:-1]:
