@@ -24,7 +24,7 @@ from migration import (
 from tests.democrm.server_fixture import DemoCRM
 from workers import wait_for
 
-from ferryman_worker import cli
+from ferryman_worker import cli, contract
 from ferryman_worker.db import connect, queries
 from ferryman_worker.engine import phases, runs, schedule
 from ferryman_worker.errors import ConfigurationError
@@ -343,6 +343,20 @@ def test_a_source_that_is_down_shows_as_tasks_retrying(
     assert f"cannot connect to {url}" in shown and "attempt 1 of 25" in shown
 
 
+def test_a_credential_the_worker_lacks_is_named_by_ferryman_status_from_the_first_attempt(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with DemoCRM.start(seed=18, organizations=10, people=0, deals=0) as crm:
+        run_id = start_run(db_url, request(crm.url, kinds=["organizations"], stripes=1))
+        with engine_worker(db_url):  # no credential(...): the Secret is not mounted here
+            wait_for(lambda: _retrying(db_url, run_id), 30, "a failed attempt")
+            monkeypatch.setenv("FERRYMAN_DATABASE_URL", db_url)
+            assert cli.main(["status", "run-1"]) == 0
+    shown = capsys.readouterr().out
+    assert "  CredentialUnavailable (the source credential" in shown
+    assert "retrying 1 task(s)" in shown and "FERRYMAN_CREDENTIAL_DEMOCRM_TOKEN__TOKEN" in shown
+
+
 def _retrying(db_url: str, run_id: int) -> dict[str, Any] | None:
     with connect.connect(db_url) as conn:
         return runs.retrying(conn, run_id)
@@ -356,8 +370,9 @@ def test_a_credential_the_worker_lacks_fails_the_run_on_the_last_attempt(db_url:
         with engine_worker(db_url):  # no credential(...): the Secret is not mounted here
             final = wait_finished(db_url, run_id, timeout=30)
     assert final["state"] == "failed"
-    assert "ConfigurationError: source credential Secret 'democrm-token'" in final["error"]
+    assert "CredentialUnavailable: source credential Secret 'democrm-token'" in final["error"]
     assert "FERRYMAN_CREDENTIAL_DEMOCRM_TOKEN__TOKEN" in final["error"]
+    assert contract.cause(final["error"]) == "CredentialUnavailable"
 
 
 def test_a_failed_run_is_not_reopened_while_its_workspace_has_another_live_run(

@@ -101,7 +101,9 @@ def test_one_read_shows_each_run_as_its_own_reads_do(conn: connect.Connection) -
         assert found[name] == alone[name], name
     retrying = [name for name in names if found[name].retrying]
     assert retrying == ["team/run-0", "team/run-4"]
-    assert "HTTP 503" in (found["team/run-0"].retrying or "")
+    shown = found["team/run-0"].retrying
+    assert shown is not None and "HTTP 503" in shown.line
+    assert shown.cause is None  # a 5xx: trying again may mend it, the run names no cause
     assert found["team/run-0"].eta is not None and found["team/run-1"].eta is None
     assert found["team/run-0"].eta != found["team/run-4"].eta  # each its own
     assert found["team/run-2"].progress.state is contract.RunState.CANCELLED

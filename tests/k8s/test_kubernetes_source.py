@@ -246,7 +246,7 @@ def _provider(**changes: Any) -> dict[str, Any]:
     provider: dict[str, Any] = yaml.safe_load((EXAMPLE / "provider.yaml").read_text())
     stop = changes.pop("stop", {})
     provider["spec"].update(changes)
-    provider["spec"]["kinds"][KIND]["pagination"]["stop"].update(stop)
+    provider["spec"]["kinds"][KIND]["pagination"].setdefault("stop", {}).update(stop)
     return provider
 
 
