@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Benchmark of a re-run: a run of a workspace that is already fully imported (every record in the
+ledger, nothing to write) against the first run of the same data from the same server, and
+against the listing alone (the same pages fetched and parsed, nothing written).
+
+For each server (json-server, PocketBase: hack/sources, built and seeded on first use) and round,
+into a fresh database: ``first`` (``ferryman run`` of examples/sources/<server>, as
+hack/bench/sources.py runs it), then ``again`` (the same run under another name: same workspace,
+same ledger), then ``alone`` (every page read with one plain httpx client). Each is timed by the
+run's own start and finish (``alone``: its loop), with the CPU-seconds of the loader, the server
+and PostgreSQL; per kind, a run's seconds are its tasks' span.
+
+The LAST line is one JSON object: ``<server>_rerun_vs_first_run`` (again's seconds over first's,
+the median of the rounds' ratios; target <= 0.5), ``<server>_rerun_vs_listing`` (again's over
+alone's; target <= 1.2) and the same per kind, with the loads they come from.
+
+    .venv/bin/python -P hack/bench/rerun.py [--rounds N] [--page N] [--organizations N]
+        [--servers json-server,pocketbase]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+import httpx
+import yaml
+
+from ferryman_worker.db import connect, databases, migrate
+from ferryman_worker.engine.runtime import credential_env_var
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+import sources
+from sources import EXAMPLES, Load, Target, log
+
+SERVERS = ("json-server", "pocketbase")
+
+
+def ferryman_run(
+    target: Target, db_url: str, pg_pid: int, name: str
+) -> tuple[Load, dict[str, float]]:
+    """``ferryman run`` of the example as sources.py runs it, named ``name`` (the workspace is
+    the example's, whatever the name): the load, and each kind's seconds (its tasks' span)."""
+    example = EXAMPLES / target.server
+    with tempfile.TemporaryDirectory(prefix="ferryman-rerun-bench-") as folder:
+        document = sources.run_document(target, example / "run.yaml")
+        document["metadata"]["name"] = name
+        run = pathlib.Path(folder) / "run.yaml"
+        run.write_text(yaml.safe_dump(document))
+        provider = pathlib.Path(folder) / "provider.yaml"
+        provider.write_text(
+            yaml.safe_dump(sources.provider_document(target, example / "provider.yaml"))
+        )
+        env = {key: value for key, value in os.environ.items() if not key.startswith("FERRYMAN_")}
+        env.update(FERRYMAN_DATABASE_URL=db_url, FERRYMAN_LANES=sources.FERRYMAN_LANES)
+        env[credential_env_var(sources.run_secret(run), "token")] = target.token or "unused"
+        argv = [sys.executable, "-P", "-m", "ferryman_worker.cli", "--log-level", "WARNING"]
+        argv += ["run", str(run), "--provider-file", str(provider)]
+        _, cpu = sources.loader_process(target, pg_pid, argv, f"ferryman run {name}", env)
+    with connect.connect(db_url) as conn:
+        run_row = conn.execute(
+            "SELECT id, extract(epoch FROM finished_at - started_at) AS seconds, state"
+            " FROM ferryman_runs WHERE name = %s OR name LIKE %s",
+            (name, f"%/{name}"),
+        ).fetchone()
+        assert run_row is not None
+        if run_row["state"] != "succeeded":
+            raise RuntimeError(f"ferryman run {name} on {target.server}: {run_row['state']}")
+        kinds = conn.execute(
+            "SELECT kind, extract(epoch FROM max(finished_at) - min(claimed_at)) AS seconds,"
+            " sum(rows_written) AS written, sum(rows_skipped) AS skipped"
+            " FROM ferryman_tasks WHERE run_id = %s GROUP BY kind",
+            (run_row["id"],),
+        ).fetchall()
+    rows = sum(int(k["written"]) + int(k["skipped"]) for k in kinds)
+    return Load(rows, float(run_row["seconds"]), cpu), {
+        k["kind"]: float(k["seconds"]) for k in kinds
+    }
+
+
+def listing_alone(target: Target, db_url: str, pg_pid: int) -> tuple[Load, dict[str, float]]:
+    """Every page of each collection with one plain client, nothing written."""
+    headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
+    rows, per_kind = 0, {}
+    with (
+        httpx.Client(base_url=target.running.url, headers=headers, timeout=120.0) as http,
+        sources.metered(target, pg_pid) as cpu,
+    ):
+        began, client = time.perf_counter(), time.process_time()
+        for name in target.collections:
+            started = time.perf_counter()
+            rows += sources.read_all(http, target, name)
+            per_kind[name] = time.perf_counter() - started
+        seconds = time.perf_counter() - began
+        cpu["loader"] = time.process_time() - client
+    return Load(rows, seconds, cpu), per_kind
+
+
+def rounds_of(target: Target, dbs: databases.Scratchpad, rounds: int) -> list[dict[str, Any]]:
+    measured = []
+    for round_ in range(rounds):
+        with dbs.fresh() as db:
+            with connect.connect(db) as conn:
+                migrate.migrate(conn)
+                conn.execute("CHECKPOINT")
+            pg = sources.postmaster(db)
+            first, first_kinds = ferryman_run(target, db, pg, f"first-{round_}")
+            again, again_kinds = ferryman_run(target, db, pg, f"again-{round_}")
+            alone, alone_kinds = listing_alone(target, db, pg)
+        for what, load in (("first", first), ("again", again), ("alone", alone)):
+            log(f"{target.server} round {round_ + 1} {what}: {sources.describe(load)}")
+        measured.append(
+            {
+                "first": first.summary() | {"kinds_s": first_kinds},
+                "again": again.summary() | {"kinds_s": again_kinds},
+                "alone": alone.summary() | {"kinds_s": alone_kinds},
+            }
+        )
+    return measured
+
+
+def summary(server: str, measured: list[dict[str, Any]]) -> dict[str, Any]:
+    key = server.replace("-", "")
+
+    def median(top: str, bottom: str, kind: str | None = None) -> float:
+        if kind is None:
+            return statistics.median(m[top]["seconds"] / m[bottom]["seconds"] for m in measured)
+        return statistics.median(
+            m[top]["kinds_s"][kind] / m[bottom]["kinds_s"][kind] for m in measured
+        )
+
+    kinds = sorted(measured[0]["again"]["kinds_s"])
+    return {
+        f"{key}_rerun_vs_first_run": median("again", "first"),
+        f"{key}_rerun_vs_listing": median("again", "alone"),
+        f"{key}_kinds_rerun_vs_first_run": {k: median("again", "first", k) for k in kinds},
+        f"{key}_kinds_rerun_vs_listing": {k: median("again", "alone", k) for k in kinds},
+        f"{key}_rounds": measured,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per server (default 3)")
+    parser.add_argument("--page", type=int, default=1000, help="records a page (default 1000)")
+    parser.add_argument("--organizations", type=int, default=sources.crm.DEFAULT_ORGANIZATIONS)
+    parser.add_argument(
+        "--servers", type=lambda text: tuple(text.split(",")), default=SERVERS, help="a,b"
+    )
+    args = parser.parse_args()
+    out: dict[str, Any] = {"load_avg_before": os.getloadavg()}
+    with (
+        databases.server(os.environ.get("FERRYMAN_DATABASE_URL")) as admin_url,
+        tempfile.TemporaryDirectory(prefix="ferryman-rerun-bench-") as scratch,
+    ):
+        dbs = databases.Scratchpad(admin_url, "ferryman_rerunbench")
+        for name in args.servers:
+            target = sources.started(name, pathlib.Path(scratch) / name, args)
+            try:
+                out |= summary(name, rounds_of(target, dbs, args.rounds))
+            finally:
+                sources.stop(target)
+    out["load_avg_after"] = os.getloadavg()
+    out["rounds"], out["page"], out["organizations"] = args.rounds, args.page, args.organizations
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
