@@ -85,7 +85,11 @@ class EmbeddedServer:
         pid = self._live_pid() or self.handle.get_pid()
         if pid:
             _signal_and_wait(int(pid))
-        self.handle.cleanup()  # returns early while it counts other users, even dead ones
+        try:
+            self.handle.cleanup()  # returns early while it counts other users, even dead ones
+        except Exception as exc:  # psutil's NoSuchProcess: the postmaster stopped above is gone
+            if type(exc).__name__ != "NoSuchProcess":
+                raise
         if self.handle.cleanup_mode == "delete":
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
