@@ -120,6 +120,7 @@ def test_a_live_claim_is_kept_until_it_is_stale_then_fenced_out(
                     "offset": 25,
                     "written": 25,
                     "skipped": 0,
+                    "matched": 0,
                     "errors": Jsonb([]),
                 },
             )
@@ -479,7 +480,7 @@ def test_one_task_handed_to_two_jobs_runs_once(db_url: str) -> None:
         run_id = start_run(db_url, request(crm.url, kinds=["organizations"], page_size=50))
         queued = [t["id"] for t in _task_rows(db_url)]
         with connect.connect(db_url) as conn, conn.transaction():  # the planner's race
-            enqueue_tasks(conn, run_id, queued)
+            enqueue_tasks(conn, runs.lock(conn, run_id), queued)
         with credential(crm.api_key), engine_worker(db_url, lanes="migrations:8"):
             final = wait_finished(db_url, run_id, timeout=60)
         truth = crm.truth()

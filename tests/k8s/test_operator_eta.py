@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from tests.democrm.server_fixture import DemoCRM
-from tests.k8s.operator_bench import Bench, eventually, run_manifest
+from tests.k8s.operator_bench import Bench, eventually, run_manifest, table
 
 pytestmark = pytest.mark.k8s
 
@@ -18,12 +18,8 @@ DATA = {"seed": 5, "organizations": 10, "people": 0, "deals": 60, "messages_per_
 
 def wide_eta(bench: Bench, name: str) -> str:
     """The ETA cell of ``kubectl get mrun -o wide``."""
-    out = bench.cp.kubectl(
-        "get", "mrun", name, "-n", bench.namespace, "-o", "wide", "--no-headers=false"
-    ).stdout
-    header, row = out.splitlines()[:2]
-    start, end = header.index("ETA"), header.index("MESSAGE")
-    return row[start:end].strip()
+    [row] = [found for found in table(bench, "-o", "wide") if found["NAME"] == name]
+    return row["ETA"]
 
 
 def test_a_rate_bound_run_shows_its_eta_and_what_bounds_it(world: Bench) -> None:
