@@ -31,15 +31,13 @@ import time
 from typing import Any
 
 import httpx
-import yaml
 
 from ferryman_worker.db import connect, databases, migrate
-from ferryman_worker.engine.runtime import credential_env_var
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import sources
-from sources import EXAMPLES, Load, Target, log
+from sources import Load, Target, log
 
 SERVERS = ("json-server", "pocketbase")
 
@@ -49,22 +47,7 @@ def ferryman_run(
 ) -> tuple[Load, dict[str, float]]:
     """``ferryman run`` of the example as sources.py runs it, named ``name`` (the workspace is
     the example's, whatever the name): the load, and each kind's seconds (its tasks' span)."""
-    example = EXAMPLES / target.server
-    with tempfile.TemporaryDirectory(prefix="ferryman-rerun-bench-") as folder:
-        document = sources.run_document(target, example / "run.yaml")
-        document["metadata"]["name"] = name
-        run = pathlib.Path(folder) / "run.yaml"
-        run.write_text(yaml.safe_dump(document))
-        provider = pathlib.Path(folder) / "provider.yaml"
-        provider.write_text(
-            yaml.safe_dump(sources.provider_document(target, example / "provider.yaml"))
-        )
-        env = {key: value for key, value in os.environ.items() if not key.startswith("FERRYMAN_")}
-        env.update(FERRYMAN_DATABASE_URL=db_url, FERRYMAN_LANES=sources.FERRYMAN_LANES)
-        env[credential_env_var(sources.run_secret(run), "token")] = target.token or "unused"
-        argv = [sys.executable, "-P", "-m", "ferryman_worker.cli", "--log-level", "WARNING"]
-        argv += ["run", str(run), "--provider-file", str(provider)]
-        _, cpu = sources.loader_process(target, pg_pid, argv, f"ferryman run {name}", env)
+    cpu = sources.run_example(target, db_url, pg_pid, name)
     with connect.connect(db_url) as conn:
         run_row = conn.execute(
             "SELECT id, extract(epoch FROM finished_at - started_at) AS seconds, state"

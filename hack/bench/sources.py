@@ -191,21 +191,9 @@ def ferryman_load(target: Target, db_url: str, pg_pid: int) -> Load | None:
     RUSAGE_CHILDREN's), `target.page` records a page, the collections `target` names; under a
     budget the run declares it as its rate limit. The database is migrated before the load;
     the seconds are the run's own (admitted to finished), as dlt's are ``pipeline.run``'s."""
-    example = EXAMPLES / target.server
     with connect.connect(db_url) as conn:
         migrate.migrate(conn)
-    with tempfile.TemporaryDirectory(prefix="ferryman-sources-bench-run-") as folder:
-        run = pathlib.Path(folder) / "run.yaml"
-        run.write_text(yaml.safe_dump(run_document(target, example / "run.yaml")))
-        secret = run_secret(run)
-        env = {key: value for key, value in os.environ.items() if not key.startswith("FERRYMAN_")}
-        env.update(FERRYMAN_DATABASE_URL=db_url, FERRYMAN_LANES=FERRYMAN_LANES)
-        env[credential_env_var(secret, "token")] = target.token or "unused"
-        argv = [sys.executable, "-P", "-m", "ferryman_worker.cli", "--log-level", "WARNING"]
-        provider = pathlib.Path(folder) / "provider.yaml"
-        provider.write_text(yaml.safe_dump(provider_document(target, example / "provider.yaml")))
-        argv += ["run", str(run), "--provider-file", str(provider)]
-        _, cpu = loader_process(target, pg_pid, argv, "ferryman run", env)
+    cpu = run_example(target, db_url, pg_pid)
     with connect.connect(db_url) as conn:
         row = conn.execute(
             "SELECT extract(epoch FROM finished_at - started_at) AS seconds,"
@@ -213,6 +201,28 @@ def ferryman_load(target: Target, db_url: str, pg_pid: int) -> Load | None:
         ).fetchone()
     assert row is not None
     return Load(int(row["rows"]), float(row["seconds"]), cpu)
+
+
+def run_example(target: Target, db_url: str, pg_pid: int, name: str = "") -> dict[str, float]:
+    """``ferryman run`` of examples/sources/<server>'s run (named ``name``, else the example's
+    name) and declarative provider, as ``target`` shapes them, in a process of its own: its CPU
+    and PostgreSQL's."""
+    example = EXAMPLES / target.server
+    with tempfile.TemporaryDirectory(prefix="ferryman-sources-bench-run-") as folder:
+        document = run_document(target, example / "run.yaml")
+        if name:
+            document["metadata"]["name"] = name
+        run = pathlib.Path(folder) / "run.yaml"
+        run.write_text(yaml.safe_dump(document))
+        provider = pathlib.Path(folder) / "provider.yaml"
+        provider.write_text(yaml.safe_dump(provider_document(target, example / "provider.yaml")))
+        env = {key: value for key, value in os.environ.items() if not key.startswith("FERRYMAN_")}
+        env.update(FERRYMAN_DATABASE_URL=db_url, FERRYMAN_LANES=FERRYMAN_LANES)
+        env[credential_env_var(run_secret(run), "token")] = target.token or "unused"
+        argv = [sys.executable, "-P", "-m", "ferryman_worker.cli", "--log-level", "WARNING"]
+        argv += ["run", str(run), "--provider-file", str(provider)]
+        _, cpu = loader_process(target, pg_pid, argv, f"ferryman run {name}".rstrip(), env)
+    return cpu
 
 
 def run_document(target: Target, example: pathlib.Path) -> dict[str, Any]:
