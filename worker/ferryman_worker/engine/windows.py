@@ -153,19 +153,19 @@ def without_known(cur: Cursor, target: Target, window: Window) -> Window:
     kind (one index probe per record, in one statement), counted in ``skipped``: a window of a
     re-run stays one statement instead of one savepoint per record. The ledger's key still
     refuses a record written in between (the window then goes ``carefully``)."""
-    ids = {_source_id(model, target.kind.id): model for model in window.valid}
+    ids = [_source_id(model, target.kind.id) for model in window.valid]
     if not ids:
         return window
     held = {
         row[0]
         for row in cur.execute(
             queries.engine("ledger_written"),
-            {"workspace": target.workspace, "kind": target.kind.name, "source_ids": list(ids)},
+            {"workspace": target.workspace, "kind": target.kind.name, "source_ids": ids},
         )
     }
     if not held:
         return window
-    valid = [m for m in window.valid if _source_id(m, target.kind.id) not in held]
+    valid = [m for m, source_id in zip(window.valid, ids, strict=True) if source_id not in held]
     return dataclasses.replace(
         window, valid=valid, skipped=window.skipped + len(window.valid) - len(valid)
     )
