@@ -204,30 +204,6 @@ def test_the_report_agrees_with_the_database_and_status_and_validates_against_it
         assert re.search(rf"^{name}\s.*\s{kind['written']:,}\s.*unverified$", text, re.M), name
 
 
-def test_a_short_kind_is_reported_short_by_what_it_lacks(
-    tmp_path: pathlib.Path, db_url: str
-) -> None:
-    """A run the barrier failed: its kind short of the total the source states."""
-    with DemoCRM.start(seed=15, organizations=40, people=0, deals=0, malformed_rate=0) as crm:
-        _ferryman(db_url, "run", run_file(tmp_path, crm.url), api_key=crm.api_key)
-    with connect.connect(db_url) as conn:
-        # The demo CRM states no totals, so no run of it can be short; the verdict is written as
-        # the barrier writes a short one (tests/sources/test_reconciliation.py makes one for real)
-        conn.execute(
-            "UPDATE ferryman_run_kinds SET verdict = 'short', total = 1040,"
-            " note = 'organizations: listed 40 of the 1,040 records the source states'"
-            " WHERE kind = 'organizations'"
-        )
-    found = json.loads(_ferryman(db_url, "report", RUN, "--format", "json"))
-    kind = found["kinds"][0]
-    assert (kind["verdict"], kind["listed"], kind["stated_total"], kind["short_by"]) == (
-        "short", 40, 1040, 1000,
-    )  # fmt: skip
-    assert found["complete"] is False
-    text = _ferryman(db_url, "report", RUN)
-    assert "short by 1,000" in text and "NOT complete" in text
-
-
 def test_the_html_report_is_one_page_that_fetches_nothing(
     tmp_path: pathlib.Path, db_url: str
 ) -> None:

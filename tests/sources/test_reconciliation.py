@@ -4,6 +4,7 @@ with the counts, the rule that ended it and the fix; a listing declared right re
 
 from __future__ import annotations
 
+import datetime
 import pathlib
 from typing import Any
 
@@ -13,11 +14,13 @@ import yaml
 from runfiles import ferryman_run
 from source_servers import Running
 
+from ferryman_worker import report
 from ferryman_worker.db import connect
 
 pytestmark = pytest.mark.slow
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "sources"
 PAGE = 200
+RUN = "default/jsonserver-crm"  # the example run's namespace/name
 
 
 def _organizations(
@@ -80,6 +83,15 @@ def test_a_link_header_listing_without_its_page_parameter_fails_the_run_naming_t
     assert "the walk ended on no next token" in error
     assert "_page" in error and "request.query" in error  # the likely fix
     assert "Failed" in out and "short by" in out
+    with connect.connect(db_url) as conn:
+        found = report.build(conn, RUN, datetime.datetime.now(datetime.UTC))
+    [kind] = found.kinds
+    assert (kind.verdict, kind.listed, kind.stated_total, kind.short_by) == (
+        "short", PAGE, total, total - PAGE,
+    )  # fmt: skip
+    assert found.complete is False
+    text = report.render(found, "text")
+    assert f"short by {total - PAGE:,}" in text and "NOT complete" in text
 
 
 def test_a_link_header_listing_with_its_page_parameter_reconciles_with_the_total(
