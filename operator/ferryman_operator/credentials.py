@@ -33,11 +33,14 @@ class Credentials:
         run: contract.MigrationRun,
         token_url: str | None = None,
         allowed: tuple[str, ...] = (),
+        keys: tuple[str, ...] = (),
     ) -> contract.Sealed | Refusal:
         """The run's credential sealed, or why the run is refused: its Secret must bind it to
         the run's baseURL and to ``token_url`` (its provider's OAuth2 token endpoint, if any),
         every host it is sent to. ``allowed`` (the installation's allowedSourceURLs) is sealed
-        with it: the worker holds every request to it. An API error other than "not found" or
+        with it: the worker holds every request to it. ``keys``: the Secret's other keys the
+        provider's auth reads (basic's username and password, an OAuth2 grant's), each
+        required with a value. An API error other than "not found" or
         "forbidden" raises (the next refresh tries again)."""
         namespace = str(run.metadata.namespace)
         ref = run.spec.source.credentials_secret_ref
@@ -71,6 +74,9 @@ class Credentials:
                 f"spec.source.credentialsSecretRef.key: {where} has no key {ref.key!r} (it has "
                 f"{sorted(data)}): add it, or name one of those, {RETRY}",
             )
+        lacking = [key for key in keys if not data.get(key)]
+        if lacking:
+            return Refusal("CredentialMissing", _lacking(where, lacking, run))
         hosts = contract.parse_hosts(found["annotations"].get(contract.HOSTS_ANNOTATION))
         credential = contract.Credential({**data, "token": data[ref.key]}, hosts, allowed=allowed)
         if not credential.allows(run.spec.source.base_url):
@@ -118,4 +124,13 @@ def _unbound(where: str, hosts: tuple[str, ...], run: contract.MigrationRun) -> 
         f"spec.source.baseURL: {target} is not a host {where} is bound to ("
         f"{contract.HOSTS_ANNOTATION}: {', '.join(hosts)}): its credential is never sent "
         f"elsewhere; point baseURL at one of them, {RETRY}"
+    )
+
+
+def _lacking(where: str, keys: list[str], run: contract.MigrationRun) -> str:
+    return (
+        f"spec.source.credentialsSecretRef: {where} has no value for {keys}, which the auth of"
+        f" provider {run.spec.source.provider!r} reads (spec.auth of the provider: basic reads"
+        f" username and password, oauth2 the keys of spec.auth.oauth2.keys): add them to the"
+        f" Secret, {RETRY}"
     )

@@ -374,15 +374,17 @@ class Runs:
         local = contract.local_binding_refused(run)
         if local is not None:
             return Refusal("InvalidSpec", local)
-        token_url = None
+        token_url: str | None = None
+        keys: tuple[str, ...] = ()
         if isinstance(resolved, Resolved):
             token_url = contract.token_url(run, resolved.provider)
+            keys = contract.credential_keys(run, resolved.provider)
         source = run.spec.source
         refused = allowlist.refusal(source.base_url, self._allowed, token_url, source.provider)
         if refused is not None or self._credentials is None:
             return refused
         allowed = tuple(pattern.text for pattern in self._allowed)
-        return await self._credentials.seal(run, token_url, allowed)
+        return await self._credentials.seal(run, token_url, allowed, keys)
 
     async def _expire(
         self, body: Mapping[str, Any], new: Mapping[str, Any], now: datetime.datetime

@@ -287,13 +287,13 @@ def test_a_source_refusing_the_token_fails_the_run_naming_the_cause(
     assert token not in json.dumps(world.get(name))
 
 
-def test_a_credential_key_the_worker_cannot_find_shows_on_the_run_until_its_retries_are_spent(
+def test_a_secret_without_a_key_the_providers_auth_reads_is_refused_at_admission(
     controlplane: ControlPlane, world: Bench, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A provider whose auth is basic, a Secret with a username and no password: each attempt
-    of the task fails before any request, and is tried again. From the first failed attempt the
-    run says why (Progressing False, reason CredentialUnavailable, the key it lacks) while it
-    runs with 0 rows; once its attempts are spent (workers retrying at once) it fails with it."""
+    """A provider whose auth is basic, a Secret with a username and no password: the operator
+    refuses the run before any task (CredentialMissing, naming the key and where to add it, never
+    the username); once the Secret has its password, a retry admits it, and the API server,
+    which takes no basic credentials, forbids their anonymous user at the first answer."""
     user = f"user-{uuid.uuid4().hex}"
     name = _through_operator(
         world,
@@ -303,32 +303,26 @@ def test_a_credential_key_the_worker_cannot_find_shows_on_the_run_until_its_retr
         _provider(auth={"style": "basic"}),
         secret={"username": user},
     )
-
-    def stalled() -> dict[str, Any] | None:
-        found = world.status(name)
-        progressing = next(
-            (c for c in found.get("conditions", []) if c["type"] == "Progressing"), {}
-        )
-        return found if progressing.get("reason") == "CredentialUnavailable" else None
-
-    shown = eventually(stalled, 120, "Progressing=False/CredentialUnavailable")
-    assert shown["state"] == "Running" and shown["rowsWritten"] == 0
-    assert _condition(shown, "Progressing")["status"] == "False"
-    assert "['password']" in shown["message"] and "retrying 1 task(s)" in shown["message"]
-    [row] = table(world)
-    assert (row["STATE"], row["REASON"], row["ROWS"]) == ("Running", "CredentialUnavailable", "0")
-    reasons = world.reasons(name)
-    assert "CredentialUnavailable" in reasons
-    for process in world.processes:
-        if process.name.startswith("worker-"):
-            process.terminate(timeout=15)
-    monkeypatch.setenv("FERRYMAN_BACKOFF_BASE", "0.01")
-    monkeypatch.setenv("FERRYMAN_BACKOFF_CAP", "0.02")
-    world.workers(1)
-    final = world.wait_state(name, "Failed", timeout=300)
-    failed = _condition(final, "Failed")
-    assert failed["reason"] == "CredentialUnavailable" and "['password']" in failed["message"]
+    refused = world.wait_state(name, "Failed", timeout=120)
+    admitted = _condition(refused, "Admitted")
+    assert (admitted["status"], admitted["reason"]) == ("False", "CredentialMissing")
+    assert "['password']" in admitted["message"] and "spec.auth" in admitted["message"]
+    assert "rowsWritten" not in refused or refused["rowsWritten"] == 0
     assert user not in json.dumps(world.get(name))
+
+    controlplane.kubectl(
+        "patch", "secret", "kubernetes", "-n", namespace, "--type", "merge",
+        "-p", json.dumps({"stringData": {"password": uuid.uuid4().hex}}),
+    )  # fmt: skip
+    controlplane.kubectl("annotate", "mrun", name, "-n", namespace, "ferryman.dev/retry=1")
+
+    def refused_by_the_source() -> dict[str, Any] | None:
+        found = world.status(name)
+        return found if found.get("reason") == "SourceRefused" else None
+
+    final = eventually(refused_by_the_source, 300, "the retried run refused by the API server")
+    assert _condition(final, "Admitted")["status"] == "True"
+    assert "HTTP 403" in final["message"] and user not in json.dumps(world.get(name))
 
 
 def test_three_sigkills_mid_walk_lose_and_double_nothing(

@@ -87,6 +87,7 @@ __all__ = [
     "cause",
     "connect",
     "connection_budget",
+    "credential_keys",
     "engine_options",
     "eta",
     "eta_status",
@@ -180,6 +181,19 @@ def token_url(run: MigrationRun, provider_definition: dict[str, Any] | None) -> 
     if style.oauth2 is None:
         return None
     return _auth.token_url(style.oauth2, run.spec.source.base_url)
+
+
+def credential_keys(
+    run: MigrationRun, provider_definition: dict[str, Any] | None
+) -> tuple[str, ...]:
+    """The keys of the run's Secret its provider's auth reads besides the one
+    ``credentialsSecretRef.key`` names (basic: username and password; oauth2: its grant's
+    keys); () when the provider cannot be loaded (admission says why)."""
+    try:
+        style = _providers.resolve(run.spec.source.provider, provider_definition).auth
+    except ConfigurationError:
+        return ()
+    return tuple(key for key in _auth.needs(style) if key != "token")
 
 
 def kinds_refused(run: MigrationRun, provider_definition: dict[str, Any] | None) -> str | None:
