@@ -22,7 +22,7 @@ from ferryman_worker.destinations import mapping as _mapping
 from ferryman_worker.destinations.mapping import Mapping as MappingSpec
 from ferryman_worker.engine import allowlist as _allowlist
 from ferryman_worker.engine import auth as _auth
-from ferryman_worker.engine import reconcile, runs
+from ferryman_worker.engine import reconcile, runs, verification
 from ferryman_worker.engine.allowlist import Pattern as URLPattern
 from ferryman_worker.engine.credentials import (
     HOSTS_ANNOTATION,
@@ -78,6 +78,7 @@ __all__ = [
     "Sealed",
     "Sealer",
     "URLPattern",
+    "Verification",
     "WorkspaceOwned",
     "admit",
     "cancel",
@@ -109,6 +110,7 @@ __all__ = [
     "token_url",
     "url_allowed",
     "url_host",
+    "verify",
     "worker_lanes",
     "worker_pool_size",
 ]
@@ -332,6 +334,12 @@ total its source states), ``unverified`` (the source states none), ``short`` (it
 or ``refused`` (more of its records were refused than the error budget allows)."""
 
 
+Verification = verification.Verification
+"""A run's verification: its source's ids listed again and compared with the ledger; its
+``verdict`` is ``verified``, ``differs``, ``pending`` or ``failed``, each of its ``kinds`` a
+``KindCheck`` (listed, missing, gone, the first ids of each)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RunProgress:
     """One run's aggregate, as ``.status`` and ``ferryman status`` show it."""
@@ -358,6 +366,10 @@ class RunProgress:
     """Every phase of the run in order, named as ``phase`` names the open one."""
     verdicts: tuple[KindVerdict, ...] = ()
     """The verdict of each kind whose phase closed, in phase order."""
+    verification: Verification | None = None
+    """Its latest verification (``ferryman verify``, the ``ferryman.dev/verify`` annotation):
+    where it stands, the run's verdict and each kind's missing and gone ids; None: none was
+    asked for."""
 
     def status(self) -> MigrationRunStatus:
         return MigrationRunStatus(
@@ -418,7 +430,14 @@ def _progress(row: dict[str, Any]) -> RunProgress:
         error=row["error"],
         phase_names=names,
         verdicts=tuple(KindVerdict(**found) for found in row.get("verdicts") or ()),
+        verification=Verification.of(row.get("verification")),
     )
+
+
+def verify(conn: Connection, name: str, request: str) -> None:
+    """Ask for the finished run ``name``'s verification (``request``: who asks, e.g. the
+    annotation's value); a worker's verification job does it. FerrymanError while it runs."""
+    verification.request(conn, _id(conn, name), request)
 
 
 def _id(conn: Connection, name: str) -> int:
