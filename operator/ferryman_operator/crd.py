@@ -51,6 +51,12 @@ PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
     {"name": "Skipped", "type": "integer", "jsonPath": ".status.rowsSkipped", "priority": 1},
     {"name": "Failed", "type": "integer", "jsonPath": ".status.rowsFailed", "priority": 1},
     {"name": "ETA", "type": "string", "jsonPath": ".status.eta.remaining", "priority": 1},
+    {
+        "name": "Verified",
+        "type": "string",
+        "jsonPath": ".status.verification.verdict",
+        "priority": 1,
+    },
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
 ]
 _AGE: Final = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}

@@ -613,7 +613,7 @@ def test_a_status_validated_alone_is_explained_from_its_own_root() -> None:
         "tasksDone: must be at least 0; got -1",
         "rowsWriten: unknown field (did you mean rowsWritten?); known fields here: state, phase, "
         "tasksDone, tasksTotal, tasksSummary, rowsWritten, rowsSkipped, rowsFailed, startedAt, "
-        "finishedAt, eta, observedGeneration, message, lastRetry, conditions",
+        "finishedAt, eta, observedGeneration, message, lastRetry, verification, conditions",
     )
 
 

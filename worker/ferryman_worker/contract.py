@@ -37,6 +37,7 @@ from ferryman_worker.errors import ConfigurationError, DatabaseError, FerrymanEr
 from ferryman_worker.providers import declarative as _declarative
 from ferryman_worker.providers.declarative.spec import ProviderSpecBody as ProviderSpec
 from ferryman_worker.runspec import (
+    KindVerification,
     MigrationRun,
     MigrationRunStatus,
     PhaseEta,
@@ -45,6 +46,7 @@ from ferryman_worker.runspec import (
     RunMode,
     RunOptions,
     RunState,
+    RunVerification,
     load_run,
     load_run_file,
     parse_run,
@@ -66,6 +68,7 @@ __all__ = [
     "DestinationSchema",
     "DestinationTable",
     "FerrymanError",
+    "KindCheck",
     "MappingInvalid",
     "MappingSpec",
     "MigrationRun",
@@ -75,6 +78,7 @@ __all__ = [
     "RunEta",
     "RunProgress",
     "RunState",
+    "RunVerification",
     "Sealed",
     "Sealer",
     "URLPattern",
@@ -110,6 +114,7 @@ __all__ = [
     "token_url",
     "url_allowed",
     "url_host",
+    "verification_status",
     "verify",
     "worker_lanes",
     "worker_pool_size",
@@ -338,6 +343,8 @@ Verification = verification.Verification
 """A run's verification: its source's ids listed again and compared with the ledger; its
 ``verdict`` is ``verified``, ``differs``, ``pending`` or ``failed``, each of its ``kinds`` a
 ``KindCheck`` (listed, missing, gone, the first ids of each)."""
+KindCheck = verification.KindCheck
+"""One kind of a verification: ids listed, missing, gone, the first ids of each."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -438,6 +445,31 @@ def verify(conn: Connection, name: str, request: str) -> None:
     """Ask for the finished run ``name``'s verification (``request``: who asks, e.g. the
     annotation's value); a worker's verification job does it. FerrymanError while it runs."""
     verification.request(conn, _id(conn, name), request)
+
+
+_VERDICTS = {"verified": "Verified", "differs": "Differs", "pending": "Pending", "failed": "Failed"}
+
+
+def verification_status(found: Verification) -> RunVerification:
+    """``.status.verification`` from a run's verification (``RunProgress.verification``)."""
+    return RunVerification(
+        request=found.request[:1024],
+        verdict=_VERDICTS[found.verdict],  # type: ignore[arg-type]
+        message=found.line()[:4096],
+        finished_at=found.finished_at,
+        kinds=[
+            KindVerification(
+                kind=kind.kind,
+                verdict=_VERDICTS[kind.verdict],  # type: ignore[arg-type]
+                listed=kind.listed,
+                missing=kind.missing,
+                gone=kind.gone,
+                missing_ids=[i[:256] for i in kind.missing_ids],
+                gone_ids=[i[:256] for i in kind.gone_ids],
+            )
+            for kind in found.kinds[:64]
+        ],
+    )
 
 
 def _id(conn: Connection, name: str) -> int:

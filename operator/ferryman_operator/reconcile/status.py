@@ -10,11 +10,12 @@ from typing import Any
 
 from ferryman_operator.reconcile import conditions as cond
 from ferryman_operator.reconcile.conditions import Wanted
+from ferryman_worker import contract
 from ferryman_worker.contract import RunEta, RunProgress, RunState
 
 _KEPT = (
     *("state", "phase", "tasksDone", "tasksTotal", "rowsWritten", "rowsSkipped", "rowsFailed"),
-    *("startedAt", "finishedAt", "lastRetry"),
+    *("startedAt", "finishedAt", "lastRetry", "verification"),
 )
 
 
@@ -83,6 +84,7 @@ def _fields(previous: Mapping[str, Any], seen: Observation) -> dict[str, Any]:
             "startedAt": cond.timestamp(run.started_at),
             "finishedAt": cond.timestamp(run.finished_at) if run.finished_at else None,
             "eta": _eta(seen),
+            "verification": _verification(run),
         }
     if seen.refused is not None:
         return {"state": RunState.FAILED.value, "phase": None}
@@ -185,6 +187,14 @@ def _eta(seen: Observation) -> dict[str, Any] | None:
     if seen.eta is None or run is None or run.state is not RunState.RUNNING or run.suspended:
         return None
     return seen.eta.model_dump(by_alias=True, mode="json")
+
+
+def _verification(run: RunProgress) -> dict[str, Any] | None:
+    """``status.verification``: the run's latest verification (None: none was asked for)."""
+    if run.verification is None:
+        return None
+    found = contract.verification_status(run.verification)
+    return found.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def _ended(run: RunProgress) -> str:

@@ -139,8 +139,11 @@ class Verification:
 
 
 def verify_call(run_id: int) -> JobCall:
-    """The verification job of ``run_id``, ready to enqueue."""
-    return JobCall(VERIFY_JOB, (run_id,), {}, VERIFY_OPTIONS)
+    """The verification job of ``run_id``, ready to enqueue: one of the run's verification
+    jobs runs at a time (asked for twice, the second waits, then finds nothing queued or the
+    newer request)."""
+    options = dataclasses.replace(VERIFY_OPTIONS, concurrency_key=f"{VERIFY_JOB}:{run_id}")
+    return JobCall(VERIFY_JOB, (run_id,), {}, options)
 
 
 def request(conn: Connection, run_id: int, asker: str, *, queue: bool = True) -> None:
