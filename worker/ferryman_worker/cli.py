@@ -143,6 +143,7 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     from ferryman_worker import console
     from ferryman_worker.engine import verification, verify
+    from ferryman_worker.engine.source import SourceError
 
     with current_database(settings) as conn:
         run_id = _run_id(conn, "verify", args.run)
@@ -156,8 +157,10 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
         runtime = _runtime(settings, database_url(settings))
         try:
             verify.run(conn, run_id, runtime)
-        except Exception as exc:
+        except SourceError as exc:  # the source could not be listed: the verification failed
             verify.fail(conn, run_id, exc)
+        except BaseException as exc:
+            verify.fail(conn, run_id, exc if isinstance(exc, Exception) else Exception("stopped"))
             raise
         finally:
             runtime.close()

@@ -124,4 +124,4 @@ def test_the_status_carries_the_verification_as_its_model_says() -> None:
     assert found.message == "differs: 1 kind(s), 1 missing, 0 gone"
     assert found.kinds[0].missing_ids == ["7"]
     pending = contract.verification_status(_verified("2", "running"))
-    assert pending.verdict == "Pending" and pending.message.startswith("verification running")
+    assert pending.verdict == "Pending" and pending.message == "pending: running (asked for by 2)"

@@ -113,11 +113,11 @@ class Verification:
         return sum(kind.gone for kind in self.kinds)
 
     def line(self) -> str:
-        """The run's verdict in a line, e.g. ``verified: 3 kinds, 0 missing, 0 gone``."""
+        """The run's verdict in a line, e.g. ``verified: 3 kind(s), 0 missing, 0 gone``."""
         if self.verdict == "pending":
-            return f"verification {self.state} (asked for by {self.request})"
+            return f"pending: {self.state} (asked for by {self.request})"
         if self.verdict == "failed":
-            return f"verification failed: {self.error}"
+            return f"failed: {self.error}"
         return (
             f"{self.verdict}: {len(self.kinds)} kind(s), {self.missing:,} missing,"
             f" {self.gone:,} gone"

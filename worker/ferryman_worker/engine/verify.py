@@ -160,11 +160,12 @@ class Lister:
         self, kind: Kind, at: paging.Position, parent: dict[str, Any] | None = None
     ) -> Request:
         """The listing's request at ``at``: the kind's largest page, the run's source options,
-        no delta filter (the whole listing), the provider's verify query."""
-        base = paging.request(
-            self.provider, kind, at, kind.max_page_size, parent, self.run["options"].get("source")
-        )
-        return base.with_params(**kind.verify_query) if kind.verify_query else base
+        no delta filter (the whole listing), and the provider's verify query unless the run's
+        mapping keys the ledger by another field than the kind's id (it needs whole records)."""
+        options = self.run["options"].get("source")
+        base = paging.request(self.provider, kind, at, kind.max_page_size, parent, options)
+        ids_only = kind.verify_query and self._pointer(kind) == kind.id_pointer
+        return base.with_params(**kind.verify_query) if ids_only else base
 
     def _list_chain(self, kind: Kind, part: int) -> None:
         """Every page of one part's chain, one after the other; a token the source says is
