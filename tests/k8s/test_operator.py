@@ -121,7 +121,15 @@ def test_the_example_run_goes_pending_running_succeeded_and_kubectl_shows_its_co
 
     [row] = table(world)
     assert list(row) == [
-        "NAME", "WORKSPACE", "STATE", "PHASE", "TASKS", "ROWS", "COMPLETE", "REASON", "AGE"
+        "NAME",
+        "WORKSPACE",
+        "STATE",
+        "PHASE",
+        "TASKS",
+        "ROWS",
+        "COMPLETE",
+        "REASON",
+        "AGE",
     ]
     done, total = row["TASKS"].split("/")
     assert row["NAME"] == "acme-crm" and row["WORKSPACE"] == "acme" and row["STATE"] == "Succeeded"
@@ -143,7 +151,8 @@ def test_the_example_run_goes_pending_running_succeeded_and_kubectl_shows_its_co
     # the demo CRM's offset listings state no total: nothing contradicts the run, nothing proves it
     assert conditions["Complete"]["reason"] == "Unverified"
     assert row["COMPLETE"] == "Unknown" and row["REASON"] == "Succeeded"
-    assert {v["kind"]: v["verdict"] for v in final["verdicts"]} == dict.fromkeys(KINDS, "unverified")
+    verdicts = {v["kind"]: v["verdict"] for v in final["verdicts"]}
+    assert verdicts == dict.fromkeys(KINDS, "unverified")
     assert final["observedGeneration"] == 1 and final["startedAt"] and final["finishedAt"]
     reasons = world.reasons("acme-crm")
     assert reasons[0] == "Admitted" and reasons[-2:] == ["Succeeded", "Unverified"]
