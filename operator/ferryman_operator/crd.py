@@ -63,6 +63,12 @@ PRINTER_COLUMNS: Final[list[dict[str, Any]]] = [
         "jsonPath": ".status.verdicts[*].verdict",
         "priority": 1,
     },
+    {
+        "name": "Verified",
+        "type": "string",
+        "jsonPath": ".status.verification.verdict",
+        "priority": 1,
+    },
     {"name": "Message", "type": "string", "jsonPath": ".status.message", "priority": 1},
 ]
 _AGE: Final = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}

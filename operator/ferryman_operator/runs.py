@@ -37,7 +37,7 @@ from ferryman_operator.reconcile.status import Observation, Refusal
 from ferryman_operator.resources import events
 from ferryman_operator.workers import Workers
 from ferryman_worker import contract
-from ferryman_worker.runspec import RETRY_ANNOTATION
+from ferryman_worker.runspec import RETRY_ANNOTATION, VERIFY_ANNOTATION
 
 log = logging.getLogger("ferryman.operator.runs")
 DELETED = "the MigrationRun was deleted: its tasks stop at their next window; the rows written stay"
@@ -319,13 +319,14 @@ class Runs:
         found: Prefetched | None,
         readmit: bool = False,
     ) -> Look:
-        annotation = (body["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION)
+        annotations = body["metadata"].get("annotations") or {}
+        annotation, verify = annotations.get(RETRY_ANNOTATION), annotations.get(VERIFY_ANNOTATION)
         ahead = admission.ahead_of(me, others)
         if found is not None and found.error is not None:
             return self._unavailable(me, old, workers, found.error)
         if found is not None:
             known = refresh.settled(
-                found.runs.get(me.key), run, old, annotation, ahead, workers, found.busy
+                found.runs.get(me.key), run, old, annotation, ahead, workers, found.busy, verify
             )
             if known is not None:
                 return Look(known)
@@ -349,6 +350,7 @@ class Runs:
                     resolved,
                     readmit,
                     self._destinations,
+                    verify,
                 )
             )
         except DatabaseUnavailable as exc:
@@ -509,11 +511,13 @@ def _look(
     resolved: Resolved | Refusal | None = None,
     readmit: bool = False,
     destinations: contract.DestinationPolicy | None = None,
+    verify: str | None = None,
 ) -> Look:
     """Everything one visit does in the database (on a thread). ``sealed``: the run's
     credential as its Secret is now (or why it cannot be used), ``resolved``: its provider and
     mapping as their resources are now (or why not), when it may be admitted or retried;
-    ``readmit``: a refused run is admitted if it now may be (what it names changed)."""
+    ``readmit``: a refused run is admitted if it now may be (what it names changed);
+    ``verify``: the ferryman.dev/verify annotation's value, acted on once the run finished."""
     key = contract.run_key(run)
     found = contract.progress(conn, key)
     retry = lifecycle.retry_requested(annotation, old.get("lastRetry"))
@@ -555,7 +559,10 @@ def _look(
                 f"only a failed run is retried; this one is {progress.state.value}",
             )
         )
-    if action or retry:
+    asked = lifecycle.verify_requested(verify, progress.state.finished, refresh.answered(progress))
+    if asked and verify is not None:
+        contract.verify(conn, key, verify)  # a worker's verification job does it
+    if action or retry or asked:
         progress = contract.progress(conn, key)[0]
     retrying = (
         contract.retrying(conn, progress.id, now)

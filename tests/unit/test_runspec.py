@@ -614,7 +614,7 @@ def test_a_status_validated_alone_is_explained_from_its_own_root() -> None:
         "rowsWriten: unknown field (did you mean rowsWritten?); known fields here: state, phase, "
         "tasksDone, tasksTotal, tasksSummary, rowsWritten, rowsSkipped, rowsMatched, rowsFailed, "
         "startedAt, finishedAt, eta, verdicts, observedGeneration, reason, message, lastRetry, "
-        "conditions",
+        "verification, conditions",
     )
 
 

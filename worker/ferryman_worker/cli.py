@@ -67,7 +67,7 @@ def _no_run(command: str, name: str) -> FerrymanError:
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     from ferryman_worker.db import connect, migrate
     from ferryman_worker.engine import tasks  # noqa: F401  (registers the migration task job)
-    from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
+    from ferryman_worker.engine.runtime import RESOURCE
     from ferryman_worker.queue import worker
 
     worker.import_modules(settings.imports)
@@ -75,17 +75,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     if args.migrate:
         with connect.connect(url) as conn:
             migrate.migrate(conn)
-    runtime = EngineRuntime(
-        settings.credentials_dir,
-        settings.source_timeout,
-        settings.sync_windows,
-        settings.sealing_key_file,
-        database_url=url,
-        local_credentials=settings.local_credentials,
-        max_response_bytes=settings.source_max_response_bytes,
-        destinations=settings.destinations,
-        max_pages=settings.source_max_pages,
-    )
+    runtime = _runtime(settings, url)
     try:
         serving = worker.Worker(settings, url, resources={RESOURCE: runtime})
         worker.settle_heap()
@@ -165,6 +155,52 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         pathlib.Path(args.output).write_text(rendered, encoding="utf-8")
         print(f"wrote the {args.format} report of {args.run} to {args.output}")
     return 0
+
+
+def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    from ferryman_worker import console
+    from ferryman_worker.engine import verification, verify
+    from ferryman_worker.engine.source import SourceError
+
+    with current_database(settings) as conn:
+        run_id = _run_id(conn, "verify", args.run)
+        verification.request(conn, run_id, "cli", queue=args.queue)
+        if args.queue:
+            print(
+                f"run {args.run}: verification queued; a worker with the migrations lane does"
+                f" it (`ferryman status {args.run}` shows it)"
+            )
+            return 0
+        runtime = _runtime(settings, database_url(settings))
+        try:
+            verify.run(conn, run_id, runtime)
+        except SourceError as exc:  # the source could not be listed: the verification failed
+            verify.fail(conn, run_id, exc)
+        except BaseException as exc:
+            verify.fail(conn, run_id, exc if isinstance(exc, Exception) else Exception("stopped"))
+            raise
+        finally:
+            runtime.close()
+        found = verification.read(conn, run_id)
+    print("\n".join(console.verification_lines(found)))
+    return 0 if found is not None and found.verdict == "verified" else 1
+
+
+def _runtime(settings: Settings, url: str) -> Any:
+    """The engine's runtime as ``ferryman worker`` builds it from the settings."""
+    from ferryman_worker.engine.runtime import EngineRuntime
+
+    return EngineRuntime(
+        settings.credentials_dir,
+        settings.source_timeout,
+        settings.sync_windows,
+        settings.sealing_key_file,
+        database_url=url,
+        local_credentials=settings.local_credentials,
+        max_response_bytes=settings.source_max_response_bytes,
+        destinations=settings.destinations,
+        max_pages=settings.source_max_pages,
+    )
 
 
 def cmd_errors(args: argparse.Namespace, settings: Settings) -> int:
@@ -331,6 +367,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=_positive, default=100, help="at most this many, oldest first (default 100)"
     )
     errors.set_defaults(handler=cmd_errors)
+    verify = commands.add_parser(
+        "verify",
+        help="list a finished run's source ids again and compare them with what it imported",
+        description="List each kind's ids from the source again (through the run's provider,"
+        " credential and rate budget; the ids alone where the provider declares a verifyQuery)"
+        " and compare them with the workspace's ledger: ids the source lists that were not"
+        " imported (missing), ids imported that the source no longer lists (gone), with the"
+        " first of each. The result is kept with the run (`ferryman status` shows it). Exit"
+        " status: 0 verified, 1 differs or failed, 2 bad input.",
+    )
+    verify.add_argument("run", help="namespace/name of the run")
+    verify.add_argument(
+        "--queue",
+        action="store_true",
+        help="hand the verification to the workers (a queue job) instead of doing it here",
+    )
+    verify.set_defaults(handler=cmd_verify)
     retry = commands.add_parser(
         "retry", help="reopen a failed run from its checkpoints (what it wrote stays written)"
     )

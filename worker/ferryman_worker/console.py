@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ferryman_worker import eta
-from ferryman_worker.contract import KindVerdict, RunProgress
+from ferryman_worker.contract import KindVerdict, RunProgress, Verification
 from ferryman_worker.eta import Estimate
 from ferryman_worker.wording import duration
 
@@ -98,6 +98,7 @@ def summary(
             lines.append(f"{found.kind:<14} {0:>10} {0:>8} {0:>8} {0:>9} {0:>6} {0:>8.1f} {0:>8}  "
                          f"{found.verdict}")  # fmt: skip
     lines.extend(verdict_lines(run.verdicts))
+    lines.extend(verification_lines(run.verification))
     if run.rows_failed:
         lines.append(
             f"{run.rows_failed:,} source row(s) not written: `{ferryman} errors {run.name}` lists"
@@ -113,6 +114,17 @@ def verdict_lines(verdicts: Sequence[KindVerdict]) -> list[str]:
     return [
         f"  {found.kind}: {found.verdict}: {found.note}" for found in verdicts if not found.failed
     ]
+
+
+def verification_lines(found: Verification | None) -> list[str]:
+    """The run's verification: its verdict, then each kind's (``verified``, or ``differs``
+    with its missing and gone ids); nothing when none was asked for."""
+    if found is None:
+        return []
+    lines = [f"verification: {found.line()}"]
+    if found.verdict in ("verified", "differs"):
+        lines.extend(f"  {kind.line()}" for kind in found.kinds)
+    return lines
 
 
 def eta_lines(found: Estimate) -> list[str]:

@@ -22,7 +22,7 @@ from ferryman_worker.destinations import mapping as _mapping
 from ferryman_worker.destinations.mapping import Mapping as MappingSpec
 from ferryman_worker.engine import allowlist as _allowlist
 from ferryman_worker.engine import auth as _auth
-from ferryman_worker.engine import causes, reconcile, runs
+from ferryman_worker.engine import causes, reconcile, runs, verification
 from ferryman_worker.engine.allowlist import Pattern as URLPattern
 from ferryman_worker.engine.credentials import (
     HOSTS_ANNOTATION,
@@ -37,6 +37,7 @@ from ferryman_worker.errors import ConfigurationError, DatabaseError, FerrymanEr
 from ferryman_worker.providers import declarative as _declarative
 from ferryman_worker.providers.declarative.spec import ProviderSpecBody as ProviderSpec
 from ferryman_worker.runspec import (
+    KindVerification,
     MigrationRun,
     MigrationRunStatus,
     PhaseEta,
@@ -45,6 +46,7 @@ from ferryman_worker.runspec import (
     RunMode,
     RunOptions,
     RunState,
+    RunVerification,
     load_run,
     load_run_file,
     parse_run,
@@ -67,6 +69,7 @@ __all__ = [
     "DestinationSchema",
     "DestinationTable",
     "FerrymanError",
+    "KindCheck",
     "KindVerdict",
     "MappingInvalid",
     "MappingSpec",
@@ -78,9 +81,11 @@ __all__ = [
     "RunEta",
     "RunProgress",
     "RunState",
+    "RunVerification",
     "Sealed",
     "Sealer",
     "URLPattern",
+    "Verification",
     "WorkspaceOwned",
     "admit",
     "cancel",
@@ -114,6 +119,8 @@ __all__ = [
     "token_url",
     "url_allowed",
     "url_host",
+    "verification_status",
+    "verify",
     "worker_lanes",
     "worker_pool_size",
 ]
@@ -350,6 +357,14 @@ total its source states), ``unverified`` (the source states none), ``short`` (it
 or ``refused`` (more of its records were refused than the error budget allows)."""
 
 
+Verification = verification.Verification
+"""A run's verification: its source's ids listed again and compared with the ledger; its
+``verdict`` is ``verified``, ``differs``, ``pending`` or ``failed``, each of its ``kinds`` a
+``KindCheck`` (listed, missing, gone, the first ids of each)."""
+KindCheck = verification.KindCheck
+"""One kind of a verification: ids listed, missing, gone, the first ids of each."""
+
+
 @dataclasses.dataclass(frozen=True)
 class RunProgress:
     """One run's aggregate, as ``.status`` and ``ferryman status`` show it."""
@@ -379,6 +394,10 @@ class RunProgress:
     rows_matched: int = 0
     """Records matched by their kind's natural key to rows the application already had (their
     ledger slots name those rows; not written)."""
+    verification: Verification | None = None
+    """Its latest verification (``ferryman verify``, the ``ferryman.dev/verify`` annotation):
+    where it stands, the run's verdict and each kind's missing and gone ids; None: none was
+    asked for."""
 
     def status(self) -> MigrationRunStatus:
         return MigrationRunStatus(
@@ -441,6 +460,38 @@ def _progress(row: dict[str, Any]) -> RunProgress:
         error=row["error"],
         phase_names=names,
         verdicts=tuple(KindVerdict(**found) for found in row.get("verdicts") or ()),
+        verification=Verification.of(row.get("verification")),
+    )
+
+
+def verify(conn: Connection, name: str, request: str) -> None:
+    """Ask for the finished run ``name``'s verification (``request``: who asks, e.g. the
+    annotation's value); a worker's verification job does it. FerrymanError while it runs."""
+    verification.request(conn, _id(conn, name), request)
+
+
+_VERDICTS = {"verified": "Verified", "differs": "Differs", "pending": "Pending", "failed": "Failed"}
+
+
+def verification_status(found: Verification) -> RunVerification:
+    """``.status.verification`` from a run's verification (``RunProgress.verification``)."""
+    return RunVerification(
+        request=found.request[:1024],
+        verdict=_VERDICTS[found.verdict],  # type: ignore[arg-type]
+        message=found.line()[:4096],
+        finished_at=found.finished_at,
+        kinds=[
+            KindVerification(
+                kind=kind.kind,
+                verdict=_VERDICTS[kind.verdict],  # type: ignore[arg-type]
+                listed=kind.listed,
+                missing=kind.missing,
+                gone=kind.gone,
+                missing_ids=[i[:256] for i in kind.missing_ids],
+                gone_ids=[i[:256] for i in kind.gone_ids],
+            )
+            for kind in found.kinds[:64]
+        ],
     )
 
 

@@ -14,9 +14,10 @@ from ferryman_operator import crd
 from ferryman_operator.errors import DatabaseUnavailable
 from ferryman_operator.fleet import Fleet
 from ferryman_operator.metrics import OperatorMetrics
-from ferryman_operator.reconcile import readmission
+from ferryman_operator.reconcile import lifecycle, readmission
 from ferryman_operator.reconcile.admission import Candidate
 from ferryman_operator.runs import Runs, candidate
+from ferryman_worker.runspec import VERIFY_ANNOTATION
 
 RESOURCE = (crd.GROUP, crd.VERSION, crd.PLURAL)
 FINISHED = ("Succeeded", "Failed", "Cancelled")
@@ -102,10 +103,15 @@ def register(
             raise kopf.TemporaryError(f"cannot cancel the run: {exc}", delay=5) from None
 
 
-def live(status: kopf.Status, **_: Any) -> bool:
-    """A run that is not finished (new, queued, running, suspended): refreshed every interval
-    (``fleet``)."""
-    return (status or {}).get("state") not in FINISHED
+def live(status: kopf.Status, annotations: kopf.Annotations, **_: Any) -> bool:
+    """A run that is not finished (new, queued, running, suspended), or whose verification
+    the ferryman.dev/verify annotation asked for is not in its status yet: refreshed every
+    interval (``fleet``)."""
+    found = status or {}
+    verify = (annotations or {}).get(VERIFY_ANNOTATION)
+    return found.get("state") not in FINISHED or lifecycle.verify_pending(
+        verify, found.get("verification")
+    )
 
 
 def awaits(body: kopf.Body, **_: Any) -> bool:
@@ -113,5 +119,5 @@ def awaits(body: kopf.Body, **_: Any) -> bool:
     return bool(readmission.awaited(body))
 
 
-def finished(status: kopf.Status, **_: Any) -> bool:
-    return not live(status)
+def finished(status: kopf.Status, annotations: kopf.Annotations, **_: Any) -> bool:
+    return not live(status, annotations)

@@ -18,6 +18,22 @@ def retry_requested(annotation: str | None, last_retry: str | None) -> bool:
     return bool(annotation) and annotation != last_retry
 
 
+def verify_requested(annotation: str | None, finished: bool, answered: str | None) -> bool:
+    """A ``ferryman.dev/verify`` value to act on now: the run has finished, and its latest
+    verification (``answered``: the value it answers; None: none) is not for this value."""
+    return bool(annotation) and finished and annotation != answered
+
+
+def verify_pending(annotation: str | None, verification: dict[str, object] | None) -> bool:
+    """Whether the run's status still waits on the ``ferryman.dev/verify`` value (asked for and
+    not answered, or being worked on): such a finished run is refreshed like a live one."""
+    if not annotation:
+        return False
+    if not verification or verification.get("request") != annotation:
+        return True
+    return verification.get("verdict") == "Pending"
+
+
 def ttl_left(
     ttl_seconds: int | None, finished_at: datetime.datetime | None, now: datetime.datetime
 ) -> float | None:

@@ -22,11 +22,13 @@ def settled(
     ahead: Candidate | None,
     workers: Wanted,
     busy: Mapping[str, str],
+    verify: str | None = None,
 ) -> Observation | None:
     """What a visit of the run alone would observe, from what the read of every live run found
     of it (``found``; None: not admitted) and of the workspaces (``busy``: each workspace's
     running run), with no statement of its own; None when it needs one (admission, a
-    suspension, a resumption, a retry, or a start cut short)."""
+    suspension, a resumption, a retry, a start cut short, or a verification asked for by
+    ``verify``, the ferryman.dev/verify annotation)."""
     if lifecycle.retry_requested(annotation, old.get("lastRetry")):
         return None
     if found is None:
@@ -38,9 +40,16 @@ def settled(
     running = progress.state is contract.RunState.RUNNING
     if running and progress.tasks_total == 0:
         return None
+    if lifecycle.verify_requested(verify, progress.state.finished, answered(progress)):
+        return None
     if lifecycle.suspension(run.spec.suspend, running, progress.suspended):
         return None
     return Observation(workers, progress=progress, retrying=found.retrying, eta=found.eta)
+
+
+def answered(progress: contract.RunProgress) -> str | None:
+    """The ferryman.dev/verify value the run's latest verification answers (None: none)."""
+    return None if progress.verification is None else progress.verification.request
 
 
 def behind(

@@ -11,12 +11,13 @@ from typing import Any
 from ferryman_operator.reconcile import complete
 from ferryman_operator.reconcile import conditions as cond
 from ferryman_operator.reconcile.conditions import Wanted
+from ferryman_worker import contract
 from ferryman_worker.contract import Retrying, RunEta, RunProgress, RunState, cause
 
 _KEPT = (
     *("state", "phase", "tasksDone", "tasksTotal", "rowsWritten", "rowsSkipped", "rowsMatched"),
     "rowsFailed",
-    *("startedAt", "finishedAt", "lastRetry", "verdicts"),
+    *("startedAt", "finishedAt", "lastRetry", "verdicts", "verification"),
 )
 
 
@@ -88,6 +89,7 @@ def _fields(previous: Mapping[str, Any], seen: Observation) -> dict[str, Any]:
             "finishedAt": cond.timestamp(run.finished_at) if run.finished_at else None,
             "eta": _eta(seen),
             "verdicts": complete.verdicts(run),
+            "verification": _verification(run),
         }
     if seen.refused is not None:
         return {"state": RunState.FAILED.value, "phase": None}
@@ -187,6 +189,14 @@ def _eta(seen: Observation) -> dict[str, Any] | None:
     if seen.eta is None or run is None or run.state is not RunState.RUNNING or run.suspended:
         return None
     return seen.eta.model_dump(by_alias=True, mode="json")
+
+
+def _verification(run: RunProgress) -> dict[str, Any] | None:
+    """``status.verification``: the run's latest verification (None: none was asked for)."""
+    if run.verification is None:
+        return None
+    found = contract.verification_status(run.verification)
+    return found.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def _ended(run: RunProgress) -> str:

@@ -146,4 +146,4 @@ def test_printer_columns_and_the_wide_ones() -> None:
     narrow = [c["name"] for c in columns if not c.get("priority")]
     wide = [c["name"] for c in columns if c.get("priority")]
     assert narrow == ["Workspace", "State", "Phase", "Tasks", "Rows", "Complete", "Reason", "Age"]
-    assert wide == ["Skipped", "Failed", "ETA", "Verdicts", "Message"]
+    assert wide == ["Skipped", "Failed", "ETA", "Verdicts", "Verified", "Message"]

@@ -4,12 +4,13 @@ them all, and which need a visit of their own (a statement each)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 from runprogress import run_progress
 from tests.unit.test_runspec import VALID
 
-from ferryman_operator.reconcile import admission, refresh
+from ferryman_operator.reconcile import admission, lifecycle, refresh
 from ferryman_operator.reconcile.admission import Candidate
 from ferryman_operator.reconcile.conditions import Wanted
 from ferryman_operator.reconcile.status import Observation, Refusal
@@ -88,3 +89,39 @@ def test_a_refused_run_stays_refused_until_retried() -> None:
     }
     assert settled(None, old=old) == Observation(WORKERS, refused=Refusal("InvalidSpec", "bad"))
     assert settled(None, old=old, annotation="2") is None
+
+
+def _verified(request: str, state: str = "done") -> contract.Verification:
+    kind = contract.KindCheck("deals", 10, 1, 0, ("7",), (), "")
+    return contract.Verification(request, state, None, None, None, (kind,))  # type: ignore[arg-type]
+
+
+def test_a_verify_annotation_needs_a_visit_once_the_run_finished_and_until_it_is_answered() -> None:
+    def verify(progress: contract.RunProgress, value: str) -> Observation | None:
+        found = LiveRun(progress)
+        return refresh.settled(found, run(), {}, None, None, WORKERS, {}, value)
+
+    running = run_progress()
+    done = run_progress(state=RunState.SUCCEEDED, finished_at=running.started_at)
+    assert verify(running, "1") is not None  # a live run: verified once it has finished
+    assert verify(done, "1") is None  # finished, not asked for yet: its own visit asks
+    answered = dataclasses.replace(done, verification=_verified("1"))
+    assert verify(answered, "1") == Observation(WORKERS, progress=answered)
+    assert verify(answered, "2") is None  # a new value: asked for again
+
+
+def test_a_finished_run_stays_refreshed_while_its_verification_is_pending() -> None:
+    assert not lifecycle.verify_pending(None, None)
+    assert lifecycle.verify_pending("1", None)  # asked for, not answered yet
+    assert lifecycle.verify_pending("1", {"request": "1", "verdict": "Pending"})
+    assert not lifecycle.verify_pending("1", {"request": "1", "verdict": "Differs"})
+    assert lifecycle.verify_pending("2", {"request": "1", "verdict": "Verified"})
+
+
+def test_the_status_carries_the_verification_as_its_model_says() -> None:
+    found = contract.verification_status(_verified("1"))
+    assert (found.request, found.verdict) == ("1", "Differs")
+    assert found.message == "differs: 1 kind(s), 1 missing, 0 gone"
+    assert found.kinds[0].missing_ids == ["7"]
+    pending = contract.verification_status(_verified("2", "running"))
+    assert pending.verdict == "Pending" and pending.message == "pending: running (asked for by 2)"

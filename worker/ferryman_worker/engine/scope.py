@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from psycopg.rows import tuple_row
@@ -17,21 +17,12 @@ from ferryman_worker import destinations, metrics, providers
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.destination_policy import Policy
-from ferryman_worker.engine import delta, paging, phases, schedule, windows
+from ferryman_worker.engine import calls, delta, paging, phases, schedule, windows
 from ferryman_worker.engine.ratelimit import Budget
 from ferryman_worker.engine.runtime import EngineRuntime
-from ferryman_worker.engine.source import (
-    RateLimited,
-    Retry,
-    SourceClient,
-    SourceError,
-    SourceTimeout,
-)
+from ferryman_worker.engine.source import Retry, SourceClient
 from ferryman_worker.providers import Kind, Provider, Reply, Request
 from ferryman_worker.queue import JobContext
-
-Mapper = Callable[[Callable[[Request], Any], Iterable[Request]], Iterator[Any]]
-"""How a round's calls are made: ``map`` (in turn) or a thread pool's ``map``."""
 
 
 class Stop(Exception):
@@ -127,64 +118,14 @@ class Scope:
         return reply
 
     def call_all(
-        self, requests: Sequence[Request], map_: Mapper = map, *, gone_ok: bool = False
+        self, requests: Sequence[Request], map_: calls.Mapper = map, *, gone_ok: bool = False
     ) -> list[Any]:
-        """The requests' answers, in order, in rounds: each round's tokens are reserved on the
-        job thread first, then ``map_`` makes its calls (in turn, or ``pool.map`` on fetch
-        threads, which hold no database connection). What failed retryably goes round again:
-        a 429 pauses the credential's budget for every worker, a 5xx or a timeout backs off
-        first. A call that failed ``retry.attempts`` times, or a refusal (4xx), raises; with
-        ``gone_ok`` a record the source says is gone (404, 410) is answered by its
-        ``SourceError``."""
-        answers: dict[int, Any] = {}
-        tries = [0] * len(requests)
-        pending = list(range(len(requests)))
-        while pending:
-            cost = sum(requests[i].cost for i in pending)
-            self.budget.reserve(self.conn, cost, max(requests[i].cost for i in pending))
-            metrics.tokens(self.budget.credential, spent=cost)
-            results = map_(self._call, [requests[i] for i in pending])
-            failed: dict[int, SourceError] = {}
-            for i, result in zip(pending, results, strict=True):
-                if isinstance(result, SourceError) and not (gone_ok and result.gone):
-                    tries[i] += 1
-                    self._give_up_or_pause(result, tries[i])
-                    failed[i] = result
-                else:
-                    answers[i] = result
-            if failed:
-                self.gate(self.conn)  # suspended or cancelled meanwhile: stop retrying
-                if any(not isinstance(error, RateLimited) for error in failed.values()):
-                    self.retry.sleep(max(tries[i] for i in failed) - 1)
-            pending = list(failed)
-        return [answers[i] for i in range(len(requests))]
-
-    def _give_up_or_pause(self, error: SourceError, tries: int) -> None:
-        """Raise if trying again cannot help, or the call failed ``retry.attempts`` times; a
-        429 pauses the credential's budget for every worker."""
-        if not error.retryable:
-            raise error
-        if tries >= self.retry.attempts:
-            raise SourceError(f"{error} (tried {tries} times)", retryable=True, status=error.status)
-        if isinstance(error, RateLimited):
-            self.budget.pause(self.conn, error.pause(tries))
-
-    def _call(self, request: Request) -> Any:
-        """One call's answer, or the SourceError it failed with (``map_`` must not raise)."""
-        began = time.perf_counter()
-        try:
-            with metrics.in_flight():
-                answer = self.client.call(request, self.kind.policy)
-        except SourceError as exc:
-            metrics.source_call(
-                self.budget.credential,
-                exc.status,
-                isinstance(exc, SourceTimeout),
-                time.perf_counter() - began,
-            )
-            return exc
-        metrics.source_call(self.budget.credential, 200, False, time.perf_counter() - began)
-        return answer
+        """The requests' answers, in order, in rounds (``calls.Calls.all``): a failed round
+        goes again only while the run is neither suspended nor cancelled (``gate``)."""
+        caller = calls.Calls(
+            self.conn, self.client, self.budget, self.kind.policy, self.retry, self.gate
+        )
+        return caller.all(requests, map_, gone_ok=gone_ok)
 
     # -- writing ------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from typing import Any
 from ferryman_worker import logs
 from ferryman_worker.db import queries, sqlstate
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.engine import schedule, walks
+from ferryman_worker.engine import schedule, verify, walks
 from ferryman_worker.engine.runtime import RESOURCE, EngineRuntime
 from ferryman_worker.engine.scope import Scope, Stop
 from ferryman_worker.engine.source import SourceError
@@ -29,6 +29,10 @@ from ferryman_worker.errors import (
     SeedingRefused,
 )
 from ferryman_worker.queue import JobContext, Unretryable, job
+
+VERIFY_JOB = verify.verify_run
+"""The verification job, registered beside the task job: a worker that walks a run's tasks
+verifies its runs too (``engine.verification``)."""
 
 MAX_CLAIMS = 50
 """A task claimed this many times without finishing fails its run: a backstop. A task that

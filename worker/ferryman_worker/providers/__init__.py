@@ -176,6 +176,9 @@ class Kind:
     id: str = "id"
     """The record field holding its source id (what the ledger keys it by, unless the run's
     mapping says otherwise)."""
+    verify_query: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Query parameters a verification adds to the kind's listing so the source sends little
+    more than each record's id (e.g. ``{"fields": "id"}``); empty: the whole records."""
 
     @property
     def id_pointer(self) -> str:

@@ -494,6 +494,56 @@ class KindVerdictStatus(_Model):
     """What the verdict rests on, or why the kind failed, with the likely fix."""
 
 
+class KindVerification(_Model):
+    """One kind of a verified run: its source's ids listed again, against the ledger."""
+
+    kind: Annotated[str, Field(max_length=253)]
+    """The kind, e.g. deals."""
+
+    verdict: Literal["Verified", "Differs"]
+    """Verified: the source lists what was imported; Differs: ids missing or gone."""
+
+    listed: Count = 0
+    """Ids the source listed."""
+
+    missing: Count = 0
+    """Ids the source lists that were not imported (no row error of the run explains them)."""
+
+    gone: Count = 0
+    """Ids imported that the source no longer lists."""
+
+    missing_ids: Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=10)] = (
+        Field(default_factory=list)
+    )
+    """The first missing ids (at most ten)."""
+
+    gone_ids: Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=10)] = Field(
+        default_factory=list
+    )
+    """The first gone ids (at most ten)."""
+
+
+class RunVerification(_Model):
+    """The run's latest verification (the ferryman.dev/verify annotation, or ferryman verify):
+    each kind's ids listed again from the source and compared with what the run imported."""
+
+    request: Annotated[str, Field(max_length=1024)]
+    """The ferryman.dev/verify value it answers (cli: asked for by ferryman verify)."""
+
+    verdict: Literal["Verified", "Differs", "Pending", "Failed"]
+    """Verified: every kind lists what was imported; Differs: some kind has ids missing or
+    gone; Pending: queued or running; Failed: it could not list the source (message)."""
+
+    message: Annotated[str, Field(max_length=4096)] = ""
+    """For humans, e.g. differs: 4 kind(s), 3 missing, 1 gone."""
+
+    finished_at: AwareDatetime | None = None
+    """When it finished."""
+
+    kinds: Annotated[list[KindVerification], Field(max_length=64)] = Field(default_factory=list)
+    """Each kind verified, in phase order."""
+
+
 class MigrationRunStatus(_Model):
     """What the operator last saw of the run; written by the operator only."""
 
@@ -561,6 +611,10 @@ class MigrationRunStatus(_Model):
     last_retry: Annotated[str, Field(max_length=1024)] | None = None
     """The value of the ferryman.dev/retry annotation the operator last acted on."""
 
+    verification: RunVerification | None = None
+    """The run's latest verification, once one was asked for (the ferryman.dev/verify
+    annotation)."""
+
     conditions: Annotated[
         list[Condition],
         Field(
@@ -625,3 +679,6 @@ _ROOTS: Final[tuple[type[BaseModel], ...]] = (
 )
 RETRY_ANNOTATION: Final = "ferryman.dev/retry"
 """Annotating a failed run with a new value of this key retries it."""
+VERIFY_ANNOTATION: Final = "ferryman.dev/verify"
+"""Annotating a run with a new value of this key verifies it once it has finished: its
+source's ids listed again by a worker and compared with what it imported (status.verification)."""

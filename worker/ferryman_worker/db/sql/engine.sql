@@ -266,8 +266,9 @@ SELECT source_id FROM ferryman_ledger
 -- name: run_progress
 -- One aggregate per run (every run, the run ``run_id``, or the runs named in ``names``): tasks by
 -- state and rows, summed from the task rows (no hot counter), with what its ETA needs
--- (provider and its snapshot, options), and its kinds' verdicts so far (``verdicts``: kind,
--- verdict, listed, total, note, in phase order). The operator reads every live run with one of
+-- (provider and its snapshot, options), its kinds' verdicts so far (``verdicts``: kind,
+-- verdict, listed, total, note, in phase order) and its verification, if one was asked for
+-- (``verification``: request, state, error, times and each kind's comparison). The operator reads every live run with one of
 -- these per refresh.
 SELECT r.id, r.name, r.workspace, r.state, r.suspended, r.phase, r.phases, r.kinds,
        r.created_at, r.started_at, r.finished_at, r.heartbeat_at, r.error, r.provider,
@@ -277,7 +278,18 @@ SELECT r.id, r.name, r.workspace, r.state, r.suspended, r.phase, r.phases, r.kin
                                                      'listed', v.listed, 'total', v.total,
                                                      'note', v.note)
                                   ORDER BY array_position(r.kinds, v.kind)), '[]')
-          FROM ferryman_run_kinds v WHERE v.run_id = r.id) AS verdicts
+          FROM ferryman_run_kinds v WHERE v.run_id = r.id) AS verdicts,
+       (SELECT jsonb_build_object(
+                   'request', f.request, 'state', f.state, 'error', f.error,
+                   'requested_at', f.requested_at, 'finished_at', f.finished_at,
+                   'kinds', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                        'kind', k.kind, 'listed', k.listed,
+                                        'missing', k.missing, 'gone', k.gone,
+                                        'missing_ids', to_jsonb(k.missing_ids),
+                                        'gone_ids', to_jsonb(k.gone_ids), 'note', k.note)
+                                      ORDER BY array_position(r.kinds, k.kind)), '[]')
+                               FROM ferryman_verified_kinds k WHERE k.run_id = r.id))
+          FROM ferryman_verifications f WHERE f.run_id = r.id) AS verification
   FROM ferryman_runs r
  CROSS JOIN LATERAL (
        SELECT count(t.id) AS tasks_total,

@@ -425,6 +425,41 @@ CREATE TABLE ferryman_run_kinds (
     PRIMARY KEY (run_id, kind)
 );
 
+-- (from migrations/0110_verifications.sql) A finished run's verification: the source's ids
+-- listed again and compared with the workspace's ledger. The run's latest request and where it
+-- stands (request: the annotation's value, or "cli"; queued, running, done or failed).
+CREATE TABLE ferryman_verifications (
+    run_id       bigint      PRIMARY KEY REFERENCES ferryman_runs (id) ON DELETE CASCADE,
+    request      text        NOT NULL,
+    state        text        NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
+    error        text,
+    requested_at timestamptz NOT NULL DEFAULT now(),
+    finished_at  timestamptz
+);
+
+-- The ids a verification listed of a kind, until the kind is compared (then emptied).
+CREATE TABLE ferryman_verify_listed (
+    run_id    bigint NOT NULL REFERENCES ferryman_runs (id) ON DELETE CASCADE,
+    kind      text COLLATE "C" NOT NULL,
+    source_id text COLLATE "C" NOT NULL,
+    PRIMARY KEY (run_id, kind, source_id)
+);
+
+-- Each kind's comparison: ids listed, missing from the ledger, gone from the source, the first
+-- of each (at most ten).
+CREATE TABLE ferryman_verified_kinds (
+    run_id      bigint      NOT NULL REFERENCES ferryman_runs (id) ON DELETE CASCADE,
+    kind        text        NOT NULL,
+    listed      bigint      NOT NULL,
+    missing     bigint      NOT NULL,
+    gone        bigint      NOT NULL,
+    missing_ids text[]      NOT NULL,
+    gone_ids    text[]      NOT NULL,
+    note        text        NOT NULL,
+    verified_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, kind)
+);
+
 -- Rows rolled back as malformed, with their reason. They hold no ledger slot.
 CREATE TABLE ferryman_row_errors (
     id        bigserial   PRIMARY KEY,

@@ -289,6 +289,7 @@ class DeclaredProvider:
             max_page_size=kind.pagination.max_page_size,
             changed_since=_changed_since(kind),
             id=kind.id,
+            verify_query=dict(kind.verify_query),
         )
 
     @functools.cached_property

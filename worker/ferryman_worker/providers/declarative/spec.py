@@ -471,6 +471,12 @@ class KindSpec(_Spec):
     fields: Annotated[dict[str, FieldSpec], Field(min_length=1)]
     """The record's fields: what a well-formed record is."""
 
+    verify_query: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    """Query parameters `ferryman verify` adds to the listing so the source sends each record's
+    id alone, e.g. {fields: id} (PocketBase) or {$select: id} (OData): the listing's pages are
+    then cheaper to send and to read. Keep every field the pagination reads (a keyset's key)
+    and the kind's id; the pages must follow each other as without it."""
+
     changed_since: ChangedSinceSpec | None = None
     """How a delta run lists only the records changed since a time (absent: a delta lists the
     kind whole, and the ledger skips the records whose hash is unchanged)."""
