@@ -136,7 +136,7 @@ def test_the_example_run_goes_pending_running_succeeded_and_kubectl_shows_its_co
     assert row["PHASE"] == "" and done == total and int(total) > 4
     assert row["ROWS"] == str(expected)
     [wide] = table(world, "-o", "wide")
-    assert list(wide)[-5:] == ["SKIPPED", "FAILED", "ETA", "VERDICTS", "MESSAGE"]
+    assert list(wide)[-6:] == ["SKIPPED", "FAILED", "ETA", "VERDICTS", "VERIFIED", "MESSAGE"]
     assert wide["SKIPPED"] == "0" and wide["FAILED"] == str(malformed)
     assert wide["MESSAGE"].startswith(f"succeeded: {expected} rows written, {malformed} malformed")
 
