@@ -181,11 +181,8 @@ def token_url(run: MigrationRun, provider_definition: dict[str, Any] | None) -> 
     resolved on the run's baseURL), or None when its auth style has none or the provider cannot
     be loaded (admission says why). ``provider_definition``: the declarative provider to
     snapshot (None: the built-in of the run's ``spec.source.provider``)."""
-    try:
-        style = _providers.resolve(run.spec.source.provider, provider_definition).auth
-    except ConfigurationError:
-        return None
-    if style.oauth2 is None:
+    style = _auth_style(run, provider_definition)
+    if style is None or style.oauth2 is None:
         return None
     return _auth.token_url(style.oauth2, run.spec.source.base_url)
 
@@ -196,11 +193,18 @@ def credential_keys(
     """The keys of the run's Secret its provider's auth reads besides the one
     ``credentialsSecretRef.key`` names (basic: username and password; oauth2: its grant's
     keys); () when the provider cannot be loaded (admission says why)."""
+    style = _auth_style(run, provider_definition)
+    return () if style is None else tuple(k for k in _auth.needs(style) if k != "token")
+
+
+def _auth_style(
+    run: MigrationRun, provider_definition: dict[str, Any] | None
+) -> _providers.AuthStyle | None:
+    """The auth style of the run's provider; None when the provider cannot be loaded."""
     try:
-        style = _providers.resolve(run.spec.source.provider, provider_definition).auth
+        return _providers.resolve(run.spec.source.provider, provider_definition).auth
     except ConfigurationError:
-        return ()
-    return tuple(key for key in _auth.needs(style) if key != "token")
+        return None
 
 
 def kinds_refused(run: MigrationRun, provider_definition: dict[str, Any] | None) -> str | None:
