@@ -5,6 +5,7 @@ workspace's ledger, per kind; a tree kind (messages) per parent the verification
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +15,7 @@ from migration import credential, engine_worker, request, start_run, wait_finish
 from tests.democrm.server_fixture import DemoCRM
 from workers import wait_for
 
-from ferryman_worker import cli, metrics
+from ferryman_worker import cli, contract, metrics, report
 from ferryman_worker.db import connect
 from ferryman_worker.engine import verification, verify
 from ferryman_worker.engine.credentials import Credential, url_host
@@ -64,6 +65,14 @@ def test_a_clean_run_verifies_with_nothing_missing_and_nothing_gone(db_url: str)
         assert conn.execute("SELECT count(*) AS n FROM ferryman_verify_listed").fetchone() == {
             "n": 0
         }
+        # the demo CRM states no totals: unverified at the barrier, proven by the verification
+        [progress] = contract.progress(conn, "run-1")
+        said = report.build(conn, "run-1", datetime.datetime.now(datetime.UTC))
+    assert [(v.kind, v.verdict) for v in progress.verdicts] == [(k, "verified") for k in KINDS]
+    assert "each in the ledger" in progress.verdicts[0].note
+    assert said.complete and [k.verdict for k in said.kinds] == ["verified"] * len(KINDS)
+    assert all(k.verification is not None and k.verification.verified for k in said.kinds)
+    assert "a verification found every id the source lists" in report.render(said, "text")
 
 
 def test_verify_finds_a_lost_write_and_a_record_added_or_deleted_after_the_run(
@@ -104,6 +113,24 @@ def test_verify_finds_a_lost_write_and_a_record_added_or_deleted_after_the_run(
     assert (kinds["people"].missing, kinds["people"].gone) == (0, 0)
     assert "verification: differs: 4 kind(s), 4 missing" in printed
     assert "organizations: differs: 122 listed, 3 missing, 0 gone; missing 7, 121, 122" in printed
+    with connect.connect(db_url) as conn:
+        [progress] = contract.progress(conn, "run-1")
+        said = report.build(conn, "run-1", datetime.datetime.now(datetime.UTC))
+    verdicts = {v.kind: (v.verdict, v.shortfall) for v in progress.verdicts}
+    # missing ids make a kind short by their count; ids gone from the source since do not
+    assert verdicts == {
+        "organizations": ("short", 3),
+        "people": ("verified", None),
+        "deals": ("verified", None),
+        "messages": ("short", 1),
+    }
+    assert "id(s) of the ledger are gone from the source since" in progress.verdicts[2].note
+    assert not said.complete
+    assert [(k.kind, k.short_by) for k in said.kinds if k.verdict == "short"] == [
+        ("organizations", 3),
+        ("messages", 1),
+    ]
+    assert "NOT complete: Succeeded; see organizations, messages" in report.render(said, "text")
 
 
 def test_verification_spends_the_credentials_rate_budget_listings_only(db_url: str) -> None:

@@ -22,6 +22,11 @@ def verification(world: Bench, name: str, request: str) -> dict[str, Any] | None
     return found if done else None
 
 
+def complete(world: Bench, name: str) -> tuple[str, str]:
+    [found] = [c for c in world.status(name).get("conditions", []) if c["type"] == "Complete"]
+    return found["status"], found["reason"]
+
+
 def test_the_verify_annotation_has_the_workers_verify_a_finished_run_into_its_status(
     world: Bench, db_url: str
 ) -> None:
@@ -33,6 +38,8 @@ def test_the_verify_annotation_has_the_workers_verify_a_finished_run_into_its_st
         manifest["metadata"]["annotations"] = {"ferryman.dev/verify": "on-success"}
         world.apply(manifest)  # asked for at creation: verified once it has succeeded
         world.wait_state("checked", "Succeeded", timeout=90)
+        # the demo CRM states no total: nothing proves the run complete until it is verified
+        assert complete(world, "checked") in {("Unknown", "Unverified"), ("True", "Verified")}
         first = eventually(lambda: verification(world, "checked", "on-success"), 60, "verified")
         assert first["verdict"] == "Verified", first
         [kind] = first["kinds"]
@@ -42,6 +49,9 @@ def test_the_verify_annotation_has_the_workers_verify_a_finished_run_into_its_st
             0,
             0,
         )
+        eventually(lambda: complete(world, "checked") == ("True", "Verified"), 30, "Verified")
+        [verdict] = world.status("checked")["verdicts"]
+        assert verdict["verdict"] == "verified", verdict
 
         with contract.connect(db_url) as conn:
             # A write the ledger lost (only SQL can stand for it: a row and its ledger slot
@@ -63,3 +73,8 @@ def test_the_verify_annotation_has_the_workers_verify_a_finished_run_into_its_st
     assert "1 missing" in again["message"]
     assert [job["status"] for job in jobs] == ["succeeded", "succeeded"]  # done by the workers
     assert world.status("checked")["state"] == "Succeeded"
+    # the lost write makes the kind short by it: the run is not complete
+    assert eventually(lambda: complete(world, "checked") == ("False", "Short"), 30, "Short")
+    [verdict] = world.status("checked")["verdicts"]
+    assert (verdict["verdict"], verdict["shortBy"]) == ("short", 1), verdict
+    assert "42" in verdict["note"]

@@ -72,8 +72,9 @@ def test_the_html_page_escapes_what_the_source_and_database_said() -> None:
 
 def test_a_verification_shows_with_the_verdict() -> None:
     proven = model.Verification(verified=True, at=T0, missing=0, extra=0, note="all 40 ids")
-    text = report.render(_report(verdict="unverified", short_by=None, verification=proven), "text")
-    assert "unverified, verified" in text and "verification 2026-12-01 12:00:00 UTC" in text
+    text = report.render(_report(verdict="verified", short_by=None, verification=proven), "text")
+    assert "verification 2026-12-01 12:00:00 UTC: all 40 ids" in text
+    assert "verified, verification" not in text  # a clean verification is the verdict itself
     found = model.Verification(verified=False, at=T0, missing=3, extra=1, note="first: 7, 9, 12")
     text = report.render(_report(verification=found), "text")
     assert "short by 1,000, verification: 3 missing, 1 extra" in text

@@ -394,7 +394,8 @@ class RunProgress:
     phase_names: tuple[str, ...] = ()
     """Every phase of the run in order, named as ``phase`` names the open one."""
     verdicts: tuple[KindVerdict, ...] = ()
-    """The verdict of each kind whose phase closed, in phase order."""
+    """The verdict of each kind whose phase closed, in phase order, with the run's finished
+    verification applied (``verified``, or ``short`` by its missing ids)."""
     rows_matched: int = 0
     """Records matched by their kind's natural key to rows the application already had (their
     ledger slots name those rows; not written)."""
@@ -442,6 +443,7 @@ def _progress(row: dict[str, Any]) -> RunProgress:
     index = int(row["phase"])
     names = tuple("+".join(kinds) for kinds in phases)
     phase = names[index] if index < len(names) and row["state"] == "running" else None
+    verified = Verification.of(row.get("verification"))
     return RunProgress(
         id=int(row["id"]),
         name=row["name"],
@@ -463,8 +465,10 @@ def _progress(row: dict[str, Any]) -> RunProgress:
         finished_at=row["finished_at"],
         error=row["error"],
         phase_names=names,
-        verdicts=tuple(KindVerdict(**found) for found in row.get("verdicts") or ()),
-        verification=Verification.of(row.get("verification")),
+        verdicts=verification.judged(
+            [KindVerdict(**found) for found in row.get("verdicts") or ()], verified
+        ),
+        verification=verified,
     )
 
 

@@ -35,17 +35,12 @@ def verdicts(run: RunProgress) -> list[dict[str, Any]]:
 
 
 def _verdict(found: KindVerdict) -> dict[str, Any]:
-    short = (
-        max(found.total - found.listed, 0)
-        if found.verdict == "short" and found.total is not None and found.listed is not None
-        else None
-    )
     fields = {
         "kind": found.kind,
         "verdict": found.verdict,
         "listed": found.listed,
         "total": found.total,
-        "shortBy": short,
+        "shortBy": found.shortfall,
         "note": found.note[:NOTES],
     }
     return {key: value for key, value in fields.items() if value is not None}

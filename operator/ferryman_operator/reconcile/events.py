@@ -1,12 +1,12 @@
 """The Events a change of status deserves: admitted, queued, phase started, suspended, resumed,
 a task failing for a cause it names, succeeded, failed (with the cause), cancelled,
-refused; each said once, on the transition."""
+refused, a verification's result; each said once, on the transition."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from ferryman_operator.reconcile import conditions as cond
 from ferryman_worker.contract import CAUSES, RunProgress, RunState
@@ -45,6 +45,7 @@ def between(
     events += _stalled(old_conditions, new_conditions)
     if now != was:
         events += _ending(now, new, admitted)
+    events += _verified(old.get("verification"), new.get("verification"))
     if cond.reason_of(new_conditions, cond.PROGRESSING) == "DatabaseUnavailable" and (
         cond.reason_of(old_conditions, cond.PROGRESSING) != "DatabaseUnavailable"
     ):
@@ -105,6 +106,27 @@ def _unproven(new: Mapping[str, Any]) -> list[Event]:
     if found.get("reason") != "Unverified":
         return []
     return [Event("Normal", "Unverified", str(found.get("message", "")))]
+
+
+VERIFIED: Final[dict[str, Literal["Normal", "Warning"]]] = {
+    "Verified": "Normal",
+    "Differs": "Warning",
+    "Failed": "Warning",
+}
+"""The Event of a finished verification, by its verdict: ``Verified``, or a Warning
+``VerificationDiffers`` / ``VerificationFailed``."""
+
+
+def _verified(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list[Event]:
+    """An Event when a verification's result lands (a new request's, or a pending one's)."""
+    now, was = new or {}, old or {}
+    verdict = now.get("verdict")
+    if verdict not in VERIFIED:
+        return []
+    if (was.get("request"), was.get("verdict")) == (now.get("request"), verdict):
+        return []
+    reason = "Verified" if verdict == "Verified" else f"Verification{verdict}"
+    return [Event(VERIFIED[verdict], reason, str(now.get("message", "")))]
 
 
 def _ending(state: str | None, new: Mapping[str, Any], admitted: Mapping[str, Any]) -> list[Event]:

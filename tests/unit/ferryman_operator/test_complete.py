@@ -11,7 +11,15 @@ from runprogress import run_progress
 from ferryman_operator.reconcile import complete, events, status
 from ferryman_operator.reconcile.conditions import Wanted
 from ferryman_operator.reconcile.status import Observation, Refusal
-from ferryman_worker.contract import KindVerdict, Retrying, RunProgress, RunState
+from ferryman_worker.contract import (
+    KindCheck,
+    KindVerdict,
+    Retrying,
+    RunProgress,
+    RunState,
+    Verification,
+)
+from ferryman_worker.engine import verification
 
 T1 = datetime.datetime(2026, 12, 1, 12, 5, tzinfo=datetime.UTC)
 WORKERS = Wanted("WorkersReady", "True", "PoolSpecApplied", "fits")
@@ -144,3 +152,57 @@ def test_a_run_that_failed_for_a_named_cause_carries_it_as_its_failed_reason() -
     found = status.compute({}, Observation(WORKERS, progress=run), 1, T1)
     failed = {c["type"]: c for c in found["conditions"]}["Failed"]
     assert failed["reason"] == "SourceRefused" and found["reason"] == "SourceRefused"
+
+
+def verified(*checks: KindCheck, state: str = "done", request: str = "again") -> Verification:
+    return Verification(request, state, None, T1, T1, checks)  # type: ignore[arg-type]
+
+
+def check(
+    kind: str, listed: int, missing: tuple[str, ...] = (), gone: tuple[str, ...] = ()
+) -> KindCheck:
+    return KindCheck(kind, listed, len(missing), len(gone), missing, gone, "")
+
+
+def test_a_finished_verification_proves_a_kind_or_makes_it_short_by_its_missing_ids() -> None:
+    found = verified(
+        check("organizations", 121),
+        check("deals", 31, missing=("7", "9"), gone=("12",)),
+    )
+    judged = verification.judged((RECONCILED, UNVERIFIED), found)
+    assert [(v.verdict, v.shortfall) for v in judged] == [("verified", None), ("short", 2)]
+    assert "2 id(s) the source lists that the ledger lacks: 7, 9" in judged[1].note
+    assert "gone from the source since: 12" in judged[1].note
+    run = ended(RunState.SUCCEEDED, *judged)
+    assert said(complete.condition(run)) == ("False", "Short")
+    assert complete.verdicts(run)[1]["shortBy"] == 2
+    proven = ended(RunState.SUCCEEDED, *verification.judged((UNVERIFIED,), verified(
+        check("deals", 30, gone=("12",))  # gone since: the import still holds all it lists
+    )))  # fmt: skip
+    assert said(complete.condition(proven)) == ("True", "Verified")
+
+
+def test_a_verification_not_done_or_a_kind_it_did_not_compare_changes_no_verdict() -> None:
+    for state in ("queued", "running", "failed"):
+        found = verified(check("deals", 30, missing=("1",)), state=state)
+        assert verification.judged((UNVERIFIED,), found) == (UNVERIFIED,)
+    assert verification.judged((UNVERIFIED,), None) == (UNVERIFIED,)
+    assert verification.judged((UNVERIFIED,), verified(check("people", 3))) == (UNVERIFIED,)
+    refused = verification.judged((REFUSED,), verified(check("deals", 30, missing=("1",))))
+    assert refused[0].verdict == "refused" and "ledger lacks: 1" in refused[0].note
+
+
+def test_a_verification_result_is_an_event_once_per_request() -> None:
+    def with_verification(found: Verification | None) -> dict[str, Any]:
+        run = ended(RunState.SUCCEEDED, UNVERIFIED, verification=found)
+        return status.compute({}, Observation(WORKERS, progress=run), 1, T1)
+
+    pending = with_verification(verified(state="queued", request="on-success"))
+    done = with_verification(verified(check("deals", 30), request="on-success"))
+    differs = with_verification(verified(check("deals", 30, missing=("4",))))
+    said = [(e.type, e.reason) for e in events.between(pending, done)]
+    assert said == [("Normal", "Verified")]
+    assert events.between(done, done) == []
+    assert [(e.type, e.reason) for e in events.between(done, differs)] == [
+        ("Warning", "VerificationDiffers")
+    ]

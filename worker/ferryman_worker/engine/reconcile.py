@@ -36,10 +36,24 @@ class Verdict:
     listed: int | None
     total: int | None
     note: str
+    short_by: int | None = None
+    """How many records a ``short`` kind lacks, where its count says it (a verification's
+    missing ids); None: the total less what it listed."""
 
     @property
     def failed(self) -> bool:
         return self.verdict in ("short", "refused")
+
+    @property
+    def shortfall(self) -> int | None:
+        """How many records a ``short`` kind lacks (None: not short, or not counted)."""
+        if self.verdict != "short":
+            return None
+        if self.short_by is not None:
+            return self.short_by
+        if self.total is None or self.listed is None:
+            return None
+        return max(self.total - self.listed, 0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,20 +5,24 @@ or in ``ferryman verify``'s own process).
 Asking (``request``) queues the job in the asker's transaction; asking again while one is queued
 or running takes its place (the job finds the newer request). What a verification found is read
 with the run's progress (``engine.sql``'s ``run_progress``: its ``verification``) into
-``Verification``, which ``ferryman status``, the report and the MigrationRun's status show. Nothing
-here calls a source.
+``Verification``, which ``ferryman status``, the report and the MigrationRun's status show.
+
+A finished verification is the strongest word on a kind (``judged``): a kind whose every listed
+id is in the ledger is ``verified``, one with ids the ledger lacks is ``short`` by their count.
+Ids the ledger holds that the source no longer lists (``gone``: deleted at the source since) do
+not make the import short; they are named in the note. Nothing here calls a source.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
-from ferryman_worker.engine import schedule
+from ferryman_worker.engine import reconcile, schedule
 from ferryman_worker.errors import FerrymanError
 from ferryman_worker.queue import JobCall, JobOptions, enqueue
 
@@ -136,6 +140,43 @@ class Verification:
             _time(found.get("finished_at")),
             tuple(KindCheck.of(kind) for kind in found.get("kinds") or ()),
         )
+
+
+def judged(
+    verdicts: Sequence[reconcile.Verdict], found: Verification | None
+) -> tuple[reconcile.Verdict, ...]:
+    """The kinds' ``verdicts`` with the verification ``found`` applied, once it is done: a kind
+    ``reconciled`` or ``unverified`` whose every listed id is in the ledger becomes
+    ``verified``; a kind with missing ids becomes ``short`` by their count (a ``refused`` kind
+    stays refused, its note naming them). A verification queued, running or failed, or a kind
+    it did not compare, leaves the verdict as the run's barrier gave it."""
+    if found is None or found.state != "done":
+        return tuple(verdicts)
+    checks = {check.kind: check for check in found.kinds}
+    return tuple(_judged(verdict, checks.get(verdict.kind)) for verdict in verdicts)
+
+
+def _judged(verdict: reconcile.Verdict, check: KindCheck | None) -> reconcile.Verdict:
+    if check is None:
+        return verdict
+    gone = (
+        f"; {check.gone:,} id(s) of the ledger are gone from the source since:"
+        f" {_first(check.gone_ids, check.gone)}"
+        if check.gone
+        else ""
+    )
+    if check.missing:
+        note = (
+            f"a verification found {check.missing:,} id(s) the source lists that the ledger"
+            f" lacks: {_first(check.missing_ids, check.missing)}{gone}"
+        )
+        if verdict.verdict == "refused":
+            return dataclasses.replace(verdict, note=f"{verdict.note}; {note}")
+        return dataclasses.replace(verdict, verdict="short", short_by=check.missing, note=note)
+    if verdict.verdict not in ("reconciled", "unverified"):
+        return verdict
+    note = f"a verification listed {check.listed:,} id(s) of the source, each in the ledger{gone}"
+    return dataclasses.replace(verdict, verdict="verified", note=note)
 
 
 def verify_call(run_id: int) -> JobCall:

@@ -3,9 +3,9 @@ and what became of each record (written, matched, skipped, refused by reason, de
 kind's verdict. ``build`` reads it (the same figures ``ferryman status`` shows, and the row
 errors grouped by reason); ``render`` prints it as text, JSON or one self-contained HTML page.
 
-A verification of a kind (the source's ids listed again after the run and compared with the
-ledger) is shown where one was made: ``build`` takes them as ``verifications`` (kind ->
-``Verification``); none are stored today, and each kind's ``verification`` is absent.
+A kind's verification (the source's ids listed again after the run and compared with the
+ledger: ``ferryman verify``) is shown once the run's latest one is done; its verdict is already
+in the kind's (``verified``, or ``short`` by the ids the ledger lacks).
 """
 
 from __future__ import annotations
@@ -40,12 +40,7 @@ EXAMPLES = 5
 """Example source ids shown per reason."""
 
 
-def build(
-    conn: Connection,
-    name: str,
-    now: datetime.datetime,
-    verifications: Mapping[str, Verification] | None = None,
-) -> MigrationReport:
+def build(conn: Connection, name: str, now: datetime.datetime) -> MigrationReport:
     """The report of the run called ``name`` (namespace/name); FerrymanError if there is none."""
     run = runs.by_name(conn, name)
     found = contract.progress(conn, name)
@@ -57,6 +52,7 @@ def build(
     refusals = _refusals(conn, run_id)
     deleted = _deleted(conn, run_id) if delta.is_delta(run) else {}
     verdicts = {found.kind: found for found in progress.verdicts}
+    verifications = _verifications(progress.verification)
     provider = of_run(run)
     reports = []
     for phase, names in enumerate(run["phases"], start=1):
@@ -70,7 +66,7 @@ def build(
                     verdicts.get(kind),
                     refusals.get(kind, []),
                     deleted.get(kind, 0),
-                    (verifications or {}).get(kind),
+                    verifications.get(kind),
                 )
             )
     return MigrationReport(
@@ -84,7 +80,7 @@ def build(
         generated_at=now,
         error=progress.error,
         complete=progress.state is contract.RunState.SUCCEEDED
-        and all(k.verdict in ("reconciled", "unverified") for k in reports),
+        and all(k.verdict in ("reconciled", "verified", "unverified") for k in reports),
         totals=Totals(
             written=progress.rows_written,
             matched=progress.rows_matched,
@@ -122,9 +118,6 @@ def _kind(
         listed = None if tree else int(row.get("listed") or 0)
         stated = row.get("stated_total")
         total = None if tree or stated is None else int(stated)
-    short_by = None
-    if verdict is not None and verdict.verdict == "short" and listed is not None and total:
-        short_by = max(total - listed, 0)
     return KindReport(
         kind=kind,
         phase=phase,
@@ -138,10 +131,26 @@ def _kind(
         refusals=refusals,
         deleted=deleted,
         verdict=verdict.verdict if verdict is not None else "pending",
-        short_by=short_by,
+        short_by=verdict.shortfall if verdict is not None else None,
         note=verdict.note if verdict is not None else None,
         verification=verification,
     )
+
+
+def _verifications(found: contract.Verification | None) -> dict[str, Verification]:
+    """Each kind's check of the run's latest verification, once it is done."""
+    if found is None or found.state != "done" or found.finished_at is None:
+        return {}
+    return {
+        check.kind: Verification(
+            verified=check.verdict == "verified",
+            at=found.finished_at,
+            missing=check.missing,
+            extra=check.gone,
+            note=check.line(),
+        )
+        for check in found.kinds
+    }
 
 
 def _refusals(conn: Connection, run_id: int) -> dict[str, list[Refusal]]:

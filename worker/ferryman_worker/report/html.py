@@ -24,7 +24,7 @@ th { background: #f3f5f8; font-weight: 600; white-space: nowrap; }
 th:first-child, td:first-child, td.verdict, th.verdict { text-align: left; }
 tr.total td { font-weight: 600; border-top: 2px solid #b9c1ce; }
 .tag { display: inline-block; padding: 0 .45rem; border-radius: 4px; font-size: .85rem; }
-.reconciled { background: #e6f4ea; color: #17622f; }
+.reconciled, .verified { background: #e6f4ea; color: #17622f; }
 .unverified { background: #fff4d6; color: #6b4e00; }
 .short, .refused, .pending { background: #fdecea; color: #8a1c13; }
 .note { color: rgb(55 65 81); margin: .2rem 0; }
@@ -128,6 +128,7 @@ LEGEND = (
     ("refused", "records not written: malformed, or refused by the database"),
     ("deleted", "records a delta run found deleted at the source"),
     ("reconciled", "the listing adds up to the source's stated total"),
+    ("verified", "a verification listed the source's ids again: each is in the ledger"),
     ("unverified", "the source states no total: every record listed is accounted for"),
     ("short by N", "the listing returned N fewer records than the source states"),
 )

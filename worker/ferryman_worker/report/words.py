@@ -11,19 +11,16 @@ COLUMNS = ("stated total", "listed", "written", "matched", "skipped", "refused",
 
 
 def verdict(kind: KindReport) -> str:
-    """e.g. ``reconciled``, ``short by 19,000``, ``unverified, verified``."""
+    """e.g. ``reconciled``, ``short by 19,000``, ``short by 2, verification: 2 missing, 0
+    extra``."""
     words = {
         "short": f"short by {kind.short_by:,}" if kind.short_by is not None else "short",
         "refused": "refused (over its error budget)",
         "pending": "not judged yet (its phase has not closed)",
     }.get(kind.verdict, kind.verdict)
     found = kind.verification
-    if found is not None:
-        words += (
-            ", verified"
-            if found.verified
-            else f", verification: {found.missing:,} missing, {found.extra:,} extra"
-        )
+    if found is not None and not found.verified:
+        words += f", verification: {found.missing:,} missing, {found.extra:,} extra"
     return words
 
 
@@ -58,14 +55,18 @@ def moment(at: datetime.datetime | None) -> str:
 def outcome(report: MigrationReport) -> str:
     """One line: whether the run is complete, and why not."""
     if report.complete:
-        unverified = [k.kind for k in report.kinds if k.verdict == "unverified" and not _proven(k)]
+        unverified = [k.kind for k in report.kinds if k.verdict == "unverified"]
+        verified = [k.kind for k in report.kinds if k.verdict == "verified"]
         if unverified:
             return (
                 "Complete: every record listed is accounted for; the source states no total for "
                 + ", ".join(unverified)
                 + " (unverified)"
             )
-        return "Complete: every kind's listing adds up to what the source states"
+        if verified and len(verified) == len(report.kinds):
+            return "Complete: a verification found every id the source lists in the ledger"
+        proven = f" (verified id by id: {', '.join(verified)})" if verified else ""
+        return "Complete: every kind's listing adds up to what the source states" + proven
     if report.state == "Running":
         return "Not complete yet: the run is still running"
     failing = [k.kind for k in report.kinds if k.verdict in ("short", "refused", "pending")]
@@ -82,7 +83,3 @@ def took(report: MigrationReport) -> str:
         f"started {moment(report.started_at)}, finished {moment(report.finished_at)}"
         f" ({duration(seconds)})"
     )
-
-
-def _proven(kind: KindReport) -> bool:
-    return kind.verification is not None and kind.verification.verified
