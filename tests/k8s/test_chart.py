@@ -397,6 +397,10 @@ def test_the_workers_take_only_sealed_credentials_and_extra_env_cannot_change_it
     assert env_of(worker)["FERRYMAN_LOCAL_CREDENTIALS"] == "false"
     assert env_of(worker)["FERRYMAN_SOURCE_MAX_RESPONSE_BYTES"] == str(64 * 2**20)
     assert env_of(worker)["FERRYMAN_SOURCE_TIMEOUT"] == "30"
+    assert env_of(worker)["FERRYMAN_SOURCE_MAX_PAGES"] == "100000"
+    [bounded] = only(render("--set", "worker.sourceMaxPages=500"), "Deployment",
+                     "fm-ferryman-worker")["spec"]["template"]["spec"]["containers"]  # fmt: skip
+    assert env_of(bounded)["FERRYMAN_SOURCE_MAX_PAGES"] == "500"
     [operator] = only(render(), "Deployment", "fm-ferryman-operator")["spec"]["template"]["spec"][
         "containers"
     ]
