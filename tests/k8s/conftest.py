@@ -31,6 +31,7 @@ from tests.k8s.operator_bench import Bench
 ROOT = Path(__file__).resolve().parents[2]
 CONTROLPLANE = ROOT / "hack" / "controlplane"
 BUILD_FAILURE = pytest.StashKey[str]()
+NEEDS_NODE = pytest.StashKey[bool]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -41,17 +42,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Build the binaries (a no-op when cached) if any selected test needs the control plane,
-    and the node's (kubelet, kube-scheduler, containerd) if any needs the node."""
-    config = session.config
-    if config.option.collectonly or BUILD_FAILURE in config.stash:
-        return
-    if not any(item.get_closest_marker("k8s") for item in session.items):
-        return
-    node = any(item.get_closest_marker("node") for item in session.items)
-    capture = config.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-        config.stash[BUILD_FAILURE] = build(node)
+    """Note whether any selected test needs the node: the first test that needs the control
+    plane builds what is missing for both (``require_build``)."""
+    session.config.stash[NEEDS_NODE] = any(
+        item.get_closest_marker("node") for item in session.items
+    )
 
 
 def build(node: bool = False) -> str:
@@ -159,8 +154,16 @@ def running_controlplane(state_dir: Path, *up_args: str) -> Iterator[ControlPlan
 
 
 def require_build(request: pytest.FixtureRequest) -> None:
-    """Fail (never skip) with the reason the build failed."""
-    failure = request.config.stash.get(BUILD_FAILURE, "")
+    """Build the binaries (a no-op when cached; waits for a build already under way, such as
+    the one ``hack/test`` starts beside the tests) once per test process, when its first test
+    needs them, so the tests that need no control plane run meanwhile. Fail (never skip) with
+    the reason the build failed."""
+    config = request.config
+    if BUILD_FAILURE not in config.stash:
+        capture = config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            config.stash[BUILD_FAILURE] = build(config.stash.get(NEEDS_NODE, False))
+    failure = config.stash[BUILD_FAILURE]
     if failure:
         pytest.fail(failure, pytrace=False)
 
