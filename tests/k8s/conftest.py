@@ -42,11 +42,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Note whether any selected test needs the node: the first test that needs the control
-    plane builds what is missing for both (``require_build``)."""
+    """Note whether any selected test needs the node: the build before the first test that
+    needs the control plane builds what is missing for both."""
     session.config.stash[NEEDS_NODE] = any(
         item.get_closest_marker("node") for item in session.items
     )
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Before this process's first test that needs the control plane, build the binaries (a
+    no-op when cached; it waits for a build already under way, such as the one ``hack/test``
+    starts beside the tests), outside any test's timeout: a cold build takes minutes. The tests
+    that need no control plane run meanwhile on the other test processes."""
+    config = item.config
+    if item.get_closest_marker("k8s") and BUILD_FAILURE not in config.stash:
+        capture = config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            config.stash[BUILD_FAILURE] = build(config.stash.get(NEEDS_NODE, False))
+    yield
 
 
 def build(node: bool = False) -> str:
@@ -154,16 +168,8 @@ def running_controlplane(state_dir: Path, *up_args: str) -> Iterator[ControlPlan
 
 
 def require_build(request: pytest.FixtureRequest) -> None:
-    """Build the binaries (a no-op when cached; waits for a build already under way, such as
-    the one ``hack/test`` starts beside the tests) once per test process, when its first test
-    needs them, so the tests that need no control plane run meanwhile. Fail (never skip) with
-    the reason the build failed."""
-    config = request.config
-    if BUILD_FAILURE not in config.stash:
-        capture = config.pluginmanager.getplugin("capturemanager")
-        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-            config.stash[BUILD_FAILURE] = build(config.stash.get(NEEDS_NODE, False))
-    failure = config.stash[BUILD_FAILURE]
+    """Fail (never skip) with the reason the build failed."""
+    failure = request.config.stash.get(BUILD_FAILURE, "")
     if failure:
         pytest.fail(failure, pytrace=False)
 
