@@ -7,6 +7,7 @@ one `xdist_group` so that `--dist loadgroup` keeps them on one worker (`GROUPS`)
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 import pathlib
@@ -41,11 +42,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
     if WORKER:  # (a serial run keeps the collection order)
-        items.sort(key=lambda item: -GROUP_WEIGHT.get(_group_of(item).split(":")[0], 0))
+        weights = COLD_WEIGHT if os.environ.get(COLD_BUILD) == "1" else GROUP_WEIGHT
+        items.sort(key=lambda item: -weights.get(_group_of(item).split(":")[0], 0))
 
 
 GROUP_WEIGHT = {"node": 3, "k8s": 2, "sources": 1}
 """Which groups go first (stable sort: the collection order within a weight)."""
+COLD_WEIGHT = {"node": 3, "sources": 1, "k8s": -1}
+"""The same with the control plane still to be built: the node's group first (its process
+waits for the build), the other k8s groups last, so that the other processes run the tests that
+need no control plane meanwhile."""
+COLD_BUILD = "FERRYMAN_TEST_COLD_BUILD"
+"""Set by the controlling process before its test processes start ("1": the control plane's
+binaries are still to be built), so that every process sorts its tests alike."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the controlling process: whether the build is still to come (``COLD_BUILD``)."""
+    if not WORKER and COLD_BUILD not in os.environ:
+        os.environ[COLD_BUILD] = "0" if _control_plane_built() else "1"
+
+
+def _control_plane_built() -> bool:
+    """Whether every binary of the control plane and the node is in its cache."""
+    sys.path.insert(0, str(ROOT / "hack" / "cp"))
+    try:
+        gobuild = importlib.import_module("controlplane.gobuild")
+    finally:
+        sys.path.remove(str(ROOT / "hack" / "cp"))
+    return all(path.exists() for path in gobuild.binaries(node=True).values())
 
 
 def xdist_group(item: pytest.Item) -> str | None:
