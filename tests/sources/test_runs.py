@@ -35,6 +35,13 @@ def _phases(db_url: str) -> list[list[str]]:
     return phases
 
 
+def _verdicts(db_url: str) -> dict[str, str]:
+    """Each kind's verdict: its listing against the total the server stated."""
+    with connect.connect(db_url) as conn:
+        rows = conn.execute("SELECT kind, verdict FROM ferryman_run_kinds ORDER BY kind")
+        return {row["kind"]: row["verdict"] for row in rows}
+
+
 def test_json_server_is_migrated_exactly_once_in_four_pagination_styles(
     json_server: Running, tmp_path: pathlib.Path, db_url: str
 ) -> None:
@@ -44,6 +51,13 @@ def test_json_server_is_migrated_exactly_once_in_four_pagination_styles(
     assert "Succeeded" in out
     assert _phases(db_url) == [["organizations"], ["people"], ["deals"], ["notes"]]
     landed_once(db_url, "jsonserver", json_server.counts)  # the server's X-Total-Count
+    # every listing but the keyset's (its X-Total-Count counts what is left) is reconciled
+    assert _verdicts(db_url) == {
+        "deals": "reconciled",
+        "notes": "unverified",
+        "organizations": "reconciled",
+        "people": "reconciled",
+    }, out
 
 
 def test_pocketbase_is_migrated_exactly_once_by_page_number_and_keyset(
@@ -56,3 +70,11 @@ def test_pocketbase_is_migrated_exactly_once_by_page_number_and_keyset(
     assert "Succeeded" in out and token not in out
     assert _phases(db_url) == [["organizations"], ["people"], ["deals"], ["notes"]]
     landed_once(db_url, "pocketbase", pocketbase.counts)  # PocketBase's totalItems
+    # reconciled with totalItems; notes' keyset skips the totals (skipTotal)
+    assert _verdicts(db_url) == {
+        "deals": "reconciled",
+        "notes": "unverified",
+        "organizations": "reconciled",
+        "people": "reconciled",
+    }, out
+    assert "listed 2,000, the source states 2,000 (totalItems)" in out, out

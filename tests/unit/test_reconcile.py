@@ -78,9 +78,28 @@ def test_a_tree_parent_short_of_its_total_is_named_and_within_it_is_not() -> Non
 def test_a_number_of_pages_proves_at_least_all_but_the_last_page_full() -> None:
     paging = PageNumber(total_pages="pages")
     reply = Reply(200, {}, {"pages": 6})
-    assert paging.stated_total(reply, [{}] * 100) == 501
-    assert paging.declared_total == "pages"
-    assert paging.stated_total(Reply(200, {}, {}), [{}] * 100) is None
+    assert paging.stated_total(reply, [{}] * 100, token=2) == 501
+    assert paging.declared_total == "pages" and paging.least_only
+    assert paging.stated_total(Reply(200, {}, {}), [{}] * 100, token=2) is None
+    # the last page, or a stripe's page past it, says nothing of the other pages' length
+    assert paging.stated_total(Reply(200, {}, {"pages": 6}), [{}] * 3, token=6) is None
+    assert paging.stated_total(Reply(200, {}, {"pages": 6}), [], token=7) is None
+    # the only page of a listing is the whole of it
+    assert paging.stated_total(Reply(200, {}, {"pages": 1}), [{}] * 3, token=1) == 3
+    counted = PageNumber(Stops(total="items"), total_pages="pages")
+    assert not counted.least_only
+    assert counted.stated_total(Reply(200, {}, {"items": 540, "pages": 6}), [], token=7) == 540
+
+
+def test_a_least_bound_reconciles_a_longer_listing_without_calling_it_drift() -> None:
+    kind = Kind("organizations", Record, pagination=PageNumber(total_pages="totalPages"))
+    found = reconcile.listing(kind, [reconcile.Part(2, 2, 2000, 1001, 1001, ("the last page",), 0)])
+    assert found.verdict == "reconciled"
+    assert found.note == (
+        "listed 2,000, at least the 1,001 the source's number of pages (totalPages) implies"
+    )
+    short = reconcile.listing(kind, [reconcile.Part(1, 1, 1000, 1001, 1001, ("an empty page",), 0)])
+    assert short.verdict == "short"
 
 
 def test_a_remaining_count_states_the_total_as_the_chain_listed_so_far_plus_it() -> None:

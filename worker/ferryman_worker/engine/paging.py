@@ -251,7 +251,7 @@ class Listed:
             ended_by = pagination.stop(at.token, reply, records, size, at.page) or (
                 f"the declared maximum of {pagination.stops.max_pages} pages"
             )
-        total = pagination.stated_total(reply, records, at.listed)
+        total = pagination.stated_total(reply, records, at.listed, at.token)
         return cls(len(records), total, ended_by)
 
 

@@ -101,7 +101,8 @@ def listing(kind: Kind, parts: Sequence[Part]) -> Verdict:
         if low - part.listed > high - low:
             where = f" (part {number} of its split)" if len(parts) > 1 else ""
             return Verdict(kind.name, "short", listed, total, _short(kind, part, where))
-    return Verdict(kind.name, "reconciled", listed, total, _explained(declared, parts))
+    note = _explained(declared, parts, least=kind.pagination.least_only)
+    return Verdict(kind.name, "reconciled", listed, total, note)
 
 
 def tree(kind: Kind, *, listed: bool) -> Verdict:
@@ -144,12 +145,18 @@ def _short(kind: Kind, part: Part, where: str) -> str:
     )
 
 
-def _explained(declared: str, parts: Sequence[Part]) -> str:
-    """What a reconciled listing rests on, and the drift it explains."""
+def _explained(declared: str, parts: Sequence[Part], *, least: bool = False) -> str:
+    """What a reconciled listing rests on, and the drift it explains (``least``: the source
+    states only a least bound, its number of pages: more listed is no drift)."""
     listed = sum(part.listed for part in parts)
     low = sum(part.low or 0 for part in parts)
     high = sum(part.high or 0 for part in parts)
     skipped = sum(part.skipped for part in parts)
+    if least:
+        return (
+            f"listed {listed:,}, at least the {low:,} the source's number of pages ({declared})"
+            " implies"
+        )
     notes = [f"listed {listed:,}, the source states {low:,} ({declared})"]
     if high != low:
         notes.append(

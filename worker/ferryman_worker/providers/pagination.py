@@ -131,10 +131,17 @@ class Pagination:
         """Where the listing states its size ("" : nowhere): its walk is reconciled with it."""
         return self.stops.declared_total
 
-    def stated_total(self, reply: Reply, records: Sequence[Any], before: int = 0) -> int | None:
+    def stated_total(
+        self, reply: Reply, records: Sequence[Any], before: int = 0, token: Any = None
+    ) -> int | None:
         """The least number of records the listing holds as this page states it, or None
-        (``before``: the records its chain listed before this page)."""
+        (``before``: the records its chain listed before this page; ``token``: the page's)."""
         return self.stops.stated_total(reply, before + len(records))
+
+    @property
+    def least_only(self) -> bool:
+        """Whether the stated total is only a least bound (a number of pages), not a count."""
+        return False
 
     def next(self, token: Any, reply: Reply, records: Sequence[Any], size: int, page: int) -> Any:
         """The next page's token, or None when a stop rule says the listing ended here."""
@@ -209,15 +216,28 @@ class PageNumber(Pagination):
     def declared_total(self) -> str:
         return self.stops.declared_total or self.total_pages
 
-    def stated_total(self, reply: Reply, records: Sequence[Any], before: int = 0) -> int | None:
-        """The stated total; else, from the number of pages, the least it can be: every page
-        but the last as long as this one (the source may serve fewer than asked for), the last
-        with one record."""
+    def stated_total(
+        self, reply: Reply, records: Sequence[Any], before: int = 0, token: Any = None
+    ) -> int | None:
+        """The stated total; else, from the number of pages, the least it can be, as a page
+        before the last states it: every page but the last as long as this one (the source may
+        serve fewer than asked for), the last with one record. The last page, or one past it
+        (a stripe's walk ends there), says nothing of the others' length: None, but for the
+        only page of a listing, which is the whole of it."""
         total = self.stops.stated_total(reply, before + len(records))
         pages = dig(reply.body, self.total_pages) if self.total_pages else None
-        if total is None and isinstance(pages, int) and not isinstance(pages, bool):
-            return max(pages - 1, 0) * len(records) + min(pages, 1)
-        return total
+        if total is not None or not isinstance(pages, int) or isinstance(pages, bool):
+            return total
+        number = None if token is None else int(token) - self.first_page + 1
+        if number is None or number > pages or pages < 1:
+            return None
+        if number == pages:
+            return len(records) if pages == 1 else None
+        return (pages - 1) * len(records) + 1
+
+    @property
+    def least_only(self) -> bool:
+        return not self.stops.declared_total and bool(self.total_pages)
 
     def stop(
         self, token: Any, reply: Reply, records: Sequence[Any], size: int, page: int
