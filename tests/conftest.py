@@ -7,6 +7,7 @@ one `xdist_group` so that `--dist loadgroup` keeps them on one worker (`GROUPS`)
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 import os
@@ -44,6 +45,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if WORKER:  # (a serial run keeps the collection order)
         weights = COLD_WEIGHT if os.environ.get(COLD_BUILD) == "1" else GROUP_WEIGHT
         items.sort(key=lambda item: -weights.get(_group_of(item).split(":")[0], 0))
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Before a test of a real source server, its build and seeded data (cached; once per
+    process), outside the test's timeout: see ``source_servers.prepare``."""
+    fixtures = getattr(item, "fixturenames", ())
+    if any(name in SERVER_FIXTURES for name in fixtures):
+        import source_servers
+
+        capture = item.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            source_servers.prepare(fixtures)
+    yield
+
+
+SERVER_FIXTURES = frozenset(
+    {"pocketbase", "pocketbase_limited", "json_server", "start_pocketbase", "start_json_server"}
+)
+"""The fixtures of tests/support/source_servers.py that start a real server."""
 
 
 GROUP_WEIGHT = {"node": 3, "k8s": 2, "sources": 1}

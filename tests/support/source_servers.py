@@ -14,7 +14,7 @@ that writes to a server, stops it or spends its rate limit starts its own with
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,6 +32,31 @@ LIMIT = pb.RateLimit(requests=5, seconds=60)
 
 Running = process.Running
 StartServer = Callable[..., Running]
+
+PREPARED: set[str] = set()
+"""The servers this process has built and seeded (``prepare``)."""
+
+
+def prepare(fixtures: Iterable[str]) -> None:
+    """Build (or install) and seed, into the cache, the servers that ``fixtures`` start, once
+    per process: ``tests/conftest.py`` calls it before a test's fixtures are set up, outside
+    its timeout (PocketBase's cold build takes minutes, more beside another build). A failure
+    is left for the fixture to report."""
+    names = set(fixtures)
+    wanted = {
+        "pocketbase": bool(names & {"pocketbase", "pocketbase_limited", "start_pocketbase"}),
+        "json-server": bool(names & {"json_server", "start_json_server"}),
+    }
+    for server in [name for name, used in wanted.items() if used and name not in PREPARED]:
+        PREPARED.add(server)
+        try:
+            if server == "pocketbase":
+                pb.seeded_data(pb.build(), SEED, ORGANIZATIONS)
+            else:
+                jsonserver.install()
+                jsonserver.database(SEED, ORGANIZATIONS)
+        except SourceServerError:
+            pass  # the fixture fails the test with the reason
 
 
 def launch(start: Callable[[], Running], what: str) -> Running:
