@@ -56,11 +56,21 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     starts beside the tests), outside any test's timeout: a cold build takes minutes. The tests
     that need no control plane run meanwhile on the other test processes."""
     config = item.config
+    capture = config.pluginmanager.getplugin("capturemanager")
     if item.get_closest_marker("k8s") and BUILD_FAILURE not in config.stash:
-        capture = config.pluginmanager.getplugin("capturemanager")
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
             config.stash[BUILD_FAILURE] = build(config.stash.get(NEEDS_NODE, False))
+    if item.path.name in IMAGE_MODULES and IMAGE_BUILT not in config.stash:
+        config.stash[IMAGE_BUILT] = True  # the module's fixture builds it again on a failure
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            subprocess.run([str(ROOT / "hack" / "image")], stdout=subprocess.DEVNULL, check=False)
     yield
+
+
+IMAGE_MODULES = frozenset({"test_image.py", "test_chart_e2e.py", "test_quickstart.py"})
+"""The modules whose fixtures run ``hack/image``: it runs once before their first test, outside
+its timeout (a cold image build takes minutes; then theirs is a no-op)."""
+IMAGE_BUILT = pytest.StashKey[bool]()
 
 
 def build(node: bool = False) -> str:
