@@ -17,7 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pgserver import _commands as pg  # type: ignore[import-untyped]
-from pgserver.utils import ensure_user_exists  # type: ignore[import-untyped]
+from pgserver.utils import (  # type: ignore[import-untyped]
+    ensure_prefix_permissions,
+    ensure_user_exists,
+)
 
 from ferryman_worker.db import databases
 
@@ -39,6 +42,9 @@ def tcp_postgres() -> Iterator[str]:
     if os.geteuid() == 0:  # postgres refuses to run as root: pgserver's own system user
         user = "pgserver"
         ensure_user_exists(user)
+        # as pgserver's own server does: its user must reach the binaries, in a clone whose
+        # folder may be 0700 (mktemp -d), even before this process started its embedded server
+        ensure_prefix_permissions(pg.POSTGRES_BIN_PATH)
         entry = pwd.getpwnam(user)
         for path in (folder, data):
             os.chown(path, entry.pw_uid, entry.pw_gid)
