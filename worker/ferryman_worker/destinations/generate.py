@@ -397,18 +397,27 @@ def _input(fields: _Fields, versions: Versions, source: sql.Composable) -> list[
         return [sql.SQL("input AS ({})").format(arrived)]
     return [
         sql.SQL("arrived AS ({})").format(arrived),
-        sql.SQL(
-            "known AS (SELECT r.*, l.row_id AS ferryman_known_id,"
-            " l.source_version AS ferryman_known_version FROM arrived r"
-            " LEFT JOIN ferryman_ledger l ON l.workspace = %(workspace)s AND l.kind = %(kind)s"
-            " AND l.source_id = {})"
-        ).format(source),
+        _known("r", source),
         sql.SQL("input AS (SELECT * FROM known WHERE ferryman_known_id IS NULL)"),
         sql.SQL(
             "changed AS (SELECT * FROM known WHERE ferryman_known_id IS NOT NULL"
             " AND ferryman_version_newer(ferryman_version, ferryman_known_version))"
         ),
     ]
+
+
+def _known(alias: str, source: sql.Composable) -> sql.Composable:
+    """A delta's window records (``arrived``, as ``alias``) each with the ledger's row id and
+    version (NULL: not imported), one probe of the ledger's key per record: a join would let
+    the planner read the kind's whole range of the ledger for every window while its statistics
+    are older than its rows (a delta's cost would grow with the kind)."""
+    return sql.SQL(
+        "known AS (SELECT {alias}.*, l.row_id AS ferryman_known_id,"
+        " l.source_version AS ferryman_known_version FROM arrived {alias}"
+        " LEFT JOIN LATERAL (SELECT l.row_id, l.source_version FROM ferryman_ledger l"
+        " WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s AND l.source_id = {source}"
+        " LIMIT 1) l ON true)"
+    ).format(alias=sql.Identifier(alias), source=source)
 
 
 def _claimed() -> sql.Composable:
@@ -622,12 +631,7 @@ def landing_statement(source_id: str, tail: Tail, versions: Versions = FULL) -> 
     if versions.delta:
         fresh = sql.SQL("known WHERE ferryman_known_id IS NULL")
         ctes += [
-            sql.SQL(
-                "known AS (SELECT a.*, l.row_id AS ferryman_known_id,"
-                " l.source_version AS ferryman_known_version FROM arrived a"
-                " LEFT JOIN ferryman_ledger l ON l.workspace = %(workspace)s"
-                " AND l.kind = %(kind)s AND l.source_id = a.ferryman_source_id)"
-            ),
+            _known("a", sql.SQL("a.ferryman_source_id")),
             sql.SQL(
                 "revised AS (UPDATE ferryman_landing t SET record = k.rec, run_id = %(run_id)s,"
                 " landed_at = now() FROM known k WHERE t.id = k.ferryman_known_id"

@@ -175,6 +175,17 @@ class Scope:
             time.perf_counter() - began,
         )
 
+    def held(self, records: Sequence[Any]) -> set[str]:
+        """Of a page's records, the source ids the ledger holds already, looked up where they
+        may be there: a full run of a kind that an earlier run of the workspace covered (a
+        re-run, a run after a failed one). A first import asks nothing: a record the ledger
+        holds there anyway (the source shifted, a chain begun again) is refused by the ledger's
+        key and left out window by window (``_write``). A delta's statement sorts its known
+        records itself."""
+        if delta.is_delta(self.run) or self.kind.name not in (self.run.get("earlier_kinds") or ()):
+            return set()
+        return windows.held(self.cursor, self.target, records)
+
     def _write(
         self,
         window: windows.Window,

@@ -9,6 +9,7 @@ Every write happens on the job thread, in windows, in order.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ferryman_worker.engine import paging, tree, windows
 from ferryman_worker.engine.scope import Scope
@@ -35,12 +36,35 @@ def walk_pages(scope: Scope) -> None:
     stripes = int(options["stripes"])
     following = paging.following(kind, at, reply, records, size, stripes, scope.max_pages)
     listed = paging.Listed.of(kind, at, reply, records, size, following)
-    parts = list(windows.split(records[offset:], int(options["window_size"]))) or [[]]
-    for window in parts[:-1]:
+    size = int(options["window_size"])
+    parts = _windows(records, offset, size, scope.held(records[offset:]), kind.id)
+    for window, end, skipped in parts[:-1]:
+        scope.commit_window(window, end, skipped=skipped)
+    window, end, skipped = parts[-1]
+    scope.commit_window(
+        window, end, finish=True, following=following, listed=listed, skipped=skipped
+    )
+
+
+def _windows(
+    records: list[Any], offset: int, size: int, held: set[str], id_field: str
+) -> list[tuple[list[Any], int, int]]:
+    """The page's windows from ``offset``, each as (its records to write, the checkpoint after
+    it, how many of its records the ledger ``held`` and are left out). A window the ledger
+    holds whole writes nothing and needs no statement: its count and checkpoint go with the next
+    window's. The last window finishes the task, even when it writes nothing."""
+    parts: list[tuple[list[Any], int, int]] = []
+    skipped = 0
+    for window in windows.split(records[offset:], size):
         offset += len(window)
-        scope.commit_window(window, offset)
-    end = offset + len(parts[-1])
-    scope.commit_window(parts[-1], end, finish=True, following=following, listed=listed)
+        fresh = [record for record in window if windows.record_id(record, id_field) not in held]
+        skipped += len(window) - len(fresh)
+        if fresh:
+            parts.append((fresh, offset, skipped))
+            skipped = 0
+    if skipped or not parts:
+        parts.append(([], offset, skipped))
+    return parts
 
 
 def fetch_page(scope: Scope, at: paging.Position, size: int) -> tuple[paging.Position, Reply, int]:

@@ -100,7 +100,7 @@ def validate(kind: Kind, records: list[dict[str, Any]]) -> tuple[list[BaseModel]
         try:
             valid.append(kind.model.model_validate(record))
         except ValidationError as exc:
-            malformed.append((_source_id(record, kind.id), _reason(exc)))
+            malformed.append((record_id(record, kind.id), _reason(exc)))
     return valid, malformed
 
 
@@ -153,22 +153,28 @@ def without_known(cur: Cursor, target: Target, window: Window) -> Window:
     kind (one index probe per record, in one statement), counted in ``skipped``: a window of a
     re-run stays one statement instead of one savepoint per record. The ledger's key still
     refuses a record written in between (the window then goes ``carefully``)."""
-    ids = [_source_id(model, target.kind.id) for model in window.valid]
-    if not ids:
-        return window
-    held = {
-        row[0]
-        for row in cur.execute(
-            queries.engine("ledger_written"),
-            {"workspace": target.workspace, "kind": target.kind.name, "source_ids": ids},
-        )
-    }
+    ids = [record_id(model, target.kind.id) for model in window.valid]
+    held = _held(cur, target, ids)
     if not held:
         return window
     valid = [m for m, source_id in zip(window.valid, ids, strict=True) if source_id not in held]
     return dataclasses.replace(
         window, valid=valid, skipped=window.skipped + len(window.valid) - len(valid)
     )
+
+
+def held(cur: Cursor, target: Target, records: Sequence[Any]) -> set[str]:
+    """Of these records (as listed: before validation), the source ids the ledger holds
+    already for the run's workspace and kind, in one statement (one probe of its key each)."""
+    return _held(cur, target, [record_id(record, target.kind.id) for record in records])
+
+
+def _held(cur: Cursor, target: Target, ids: list[str | None]) -> set[str]:
+    present = [source_id for source_id in ids if source_id is not None]
+    if not present:
+        return set()
+    params = {"workspace": target.workspace, "kind": target.kind.name, "source_ids": present}
+    return {row[0] for row in cur.execute(queries.engine("ledger_written"), params)}
 
 
 def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
@@ -193,10 +199,10 @@ def write_carefully(cur: Cursor, target: Target, window: Window) -> Counts:
             if exc.diag.constraint_name == LEDGER_KEY:  # written once, before: skip it
                 counts.skipped += 1
             else:
-                refused.append((_source_id(model, target.kind.id), _db_reason(exc)))
+                refused.append((record_id(model, target.kind.id), _db_reason(exc)))
         except REFUSED as exc:
             _mapping_at_fault(target, exc)
-            refused.append((_source_id(model, target.kind.id), _db_reason(exc)))
+            refused.append((record_id(model, target.kind.id), _db_reason(exc)))
     params = _close_params(target, window, refused)
     params.update(written=counts.written, skipped=counts.skipped, matched=counts.matched)
     with _gate():
@@ -260,7 +266,7 @@ def _as_is(payload: Any) -> Any:
     return payload
 
 
-def _source_id(record: Any, field: str) -> str | None:
+def record_id(record: Any, field: str) -> str | None:
     """The record's id, when it has one (a listing's item may not even be an object)."""
     if isinstance(record, BaseModel):
         value = getattr(record, field, None)

@@ -20,9 +20,13 @@ SELECT k.kind, max(r.started_at) AS since
 -- name: delta_renewed_parents
 -- Of these parents of a tree kind (source ids of the parent kind), those this delta run wrote:
 -- claimed or updated by it. A delta reads each of their children again.
-SELECT source_id FROM ferryman_ledger
- WHERE workspace = %(workspace)s AND kind = %(kind)s AND source_id = ANY(%(source_ids)s::text[])
-   AND (run_id = %(run_id)s OR version_run_id = %(run_id)s);
+-- (One probe of the ledger's key per id, as ledger_written.)
+SELECT s.source_id FROM unnest(%(source_ids)s::text[]) AS s(source_id)
+ CROSS JOIN LATERAL (SELECT FROM ferryman_ledger l
+                      WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s
+                        AND l.source_id = s.source_id
+                        AND (l.run_id = %(run_id)s OR l.version_run_id = %(run_id)s)
+                      LIMIT 1) AS renewed;
 
 -- name: claim_workspace
 -- The workspace's owner: the namespace that claims it first keeps it.
@@ -56,8 +60,12 @@ SELECT id, name FROM ferryman_runs WHERE workspace = %(workspace)s AND state = '
 SELECT * FROM ferryman_runs WHERE name = %(name)s;
 
 -- name: run_for_task
--- The run as its task's walk needs it, with the credential sealed at admission (if any).
-SELECT r.*, c.sealed AS sealed_credential
+-- The run as its task's walk needs it, with the credential sealed at admission (if any), and
+-- the kinds an earlier run of its workspace covered (``earlier_kinds``: whose records the ledger
+-- may hold already, so a page of them is looked up before it is written).
+SELECT r.*, c.sealed AS sealed_credential,
+       ARRAY(SELECT DISTINCT k FROM ferryman_runs e CROSS JOIN LATERAL unnest(e.kinds) AS k
+              WHERE e.workspace = r.workspace AND e.id <> r.id) AS earlier_kinds
   FROM ferryman_runs r LEFT JOIN ferryman_run_credentials c ON c.run_id = r.id
  WHERE r.id = %(run_id)s;
 
@@ -259,9 +267,14 @@ UPDATE ferryman_tasks SET status = %(status)s
  WHERE run_id = %(run_id)s AND status = 'queued';
 
 -- name: ledger_written
--- Which of these source ids of a kind are written already.
-SELECT source_id FROM ferryman_ledger
- WHERE workspace = %(workspace)s AND kind = %(kind)s AND source_id = ANY(%(source_ids)s::text[]);
+-- Which of these source ids of a kind are written already: one probe of the ledger's key per id.
+-- (``source_id = ANY(...)`` lets the planner scan the kind's whole range and filter it, which it
+-- prefers while the ledger's statistics are older than its rows: a window's cost would grow with
+-- the kind. The LATERAL probe has one plan whatever the statistics say.)
+SELECT s.source_id FROM unnest(%(source_ids)s::text[]) AS s(source_id)
+ CROSS JOIN LATERAL (SELECT FROM ferryman_ledger l
+                      WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s
+                        AND l.source_id = s.source_id LIMIT 1) AS held;
 
 -- name: run_progress
 -- One aggregate per run (every run, the run ``run_id``, or the runs named in ``names``): tasks by

@@ -340,6 +340,8 @@ CREATE TABLE ferryman_runs (
     mapping        jsonb                            -- migrations/0020: the mapping as admitted
 );
 CREATE UNIQUE INDEX ferryman_runs_one_live ON ferryman_runs (workspace) WHERE state = 'running';
+-- migrations/0140: a workspace's runs (its earlier runs' kinds, its last successful runs).
+CREATE INDEX ferryman_runs_by_workspace ON ferryman_runs (workspace);
 -- migrations/0070: a run's definition is written once, at admission: the workspace, the source, the credential
 -- reference, the kinds, phases and options, and the provider and mapping snapshots. No statement
 -- of ferryman changes them afterwards; whatever else reaches the row (a write path into ferryman's
