@@ -106,6 +106,7 @@ def run_import(
     processes: int = 0,
     mapping: dict[str, Any] | None = None,
     provider: str = "democrm",
+    name: str = "bench/run",
     **options: Any,
 ) -> dict[str, Any]:
     """Run one migration to its end on the engine's workers (``workers``); returns timings per
@@ -114,11 +115,12 @@ def run_import(
     os.environ[credential_env_var(SECRET["name"], SECRET["key"])] = API_KEY
     base = contract.engine_options(RunOptions(), max_in_flight=8)  # the defaults, lane of 4
     request = runs.RunRequest(
-        "bench/run", "bench", provider, crm_url, SECRET, kinds, {**base, **options}, mapping=mapping
+        name, "bench", provider, crm_url, SECRET, kinds, {**base, **options}, mapping=mapping
     )
     with workers(db_url, lanes, processes), connect.connect(db_url) as conn:
-        runs.start(conn, runs.admit(conn, request))
-        while (progress := runs.progress(conn)[0])["state"] == "running":
+        run = runs.admit(conn, request)
+        runs.start(conn, run)
+        while (progress := runs.progress(conn, run["id"])[0])["state"] == "running":
             time.sleep(0.25)  # rarely: this process may be the worker's
         assert progress["state"] == "succeeded", progress["error"]
         elapsed = (progress["finished_at"] - progress["started_at"]).total_seconds()

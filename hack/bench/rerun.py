@@ -6,9 +6,11 @@ against the listing alone (the same pages fetched and parsed, nothing written).
 For each server (json-server, PocketBase: hack/sources, built and seeded on first use) and round,
 into a fresh database: ``first`` (``ferryman run`` of examples/sources/<server>, as
 hack/bench/sources.py runs it), then ``again`` (the same run under another name: same workspace,
-same ledger), then ``alone`` (every page read with one plain httpx client). Each is timed by the
-run's own start and finish (``alone``: its loop), with the CPU-seconds of the loader, the server
-and PostgreSQL; per kind, a run's seconds are its tasks' span.
+same ledger), then ``alone`` (every page the run lists, read as ``ferryman provider sample``
+reads them: the same requests, one after another on one client, each record validated, nothing
+written). Each is timed by the run's own start and finish (``alone``: its loop), with the
+CPU-seconds of the loader, the server and PostgreSQL; per kind, a run's seconds are its tasks'
+span.
 
 The LAST line is one JSON object: ``<server>_rerun_vs_first_run`` (again's seconds over first's,
 the median of the rounds' ratios; target <= 0.5), ``<server>_rerun_vs_listing`` (again's over
@@ -30,9 +32,10 @@ import tempfile
 import time
 from typing import Any
 
-import httpx
-
 from ferryman_worker.db import connect, databases, migrate
+from ferryman_worker.engine import auth, sample
+from ferryman_worker.engine.source import SourceClient
+from ferryman_worker.providers import declarative
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
@@ -70,21 +73,31 @@ def ferryman_run(
 
 
 def listing_alone(target: Target, db_url: str, pg_pid: int) -> tuple[Load, dict[str, float]]:
-    """Every page of each collection with one plain client, nothing written."""
-    headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
+    """Every page of each collection as the run lists them: the run's provider, its requests,
+    pagination and stop rules (``engine.sample``, as ``ferryman provider sample`` reads), one
+    page after another on one client, each record validated; nothing written."""
+    document = sources.provider_document(target, sources.EXAMPLES / target.server / "provider.yaml")
+    provider = declarative.from_definition(document["metadata"]["name"], document)
+    values = {role: target.token or "unused" for role in auth.KEYS[provider.auth.style]}
+    client = SourceClient(target.running.url, auth.build(provider.auth, values), timeout=120.0)
     rows, per_kind = 0, {}
-    with (
-        httpx.Client(base_url=target.running.url, headers=headers, timeout=120.0) as http,
-        sources.metered(target, pg_pid) as cpu,
-    ):
-        began, client = time.perf_counter(), time.process_time()
-        for name in target.collections:
-            started = time.perf_counter()
-            rows += sources.read_all(http, target, name)
-            per_kind[name] = time.perf_counter() - started
-        seconds = time.perf_counter() - began
-        cpu["loader"] = time.process_time() - client
+    try:
+        with sources.metered(target, pg_pid) as cpu:
+            began, own = time.perf_counter(), time.process_time()
+            for name in target.collections:
+                started = time.perf_counter()
+                pages = sample.sample(provider, name, client, pages=UNCAPPED, page_size=target.page)
+                rows += sum(len(page.records) for page in pages)
+                per_kind[name] = time.perf_counter() - started
+            seconds = time.perf_counter() - began
+            cpu["loader"] = time.process_time() - own
+    finally:
+        client.close()
     return Load(rows, seconds, cpu), per_kind
+
+
+UNCAPPED = 10**9
+"""Pages ``listing_alone`` may read of a collection: all of them (its stop rules end it)."""
 
 
 def rounds_of(target: Target, dbs: databases.Scratchpad, rounds: int) -> list[dict[str, Any]]:

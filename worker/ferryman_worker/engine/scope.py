@@ -175,16 +175,16 @@ class Scope:
             time.perf_counter() - began,
         )
 
-    def held(self, records: Sequence[Any]) -> set[str]:
-        """Of a page's records, the source ids the ledger holds already, looked up where they
-        may be there: a full run of a kind that an earlier run of the workspace covered (a
-        re-run, a run after a failed one). A first import asks nothing: a record the ledger
-        holds there anyway (the source shifted, a chain begun again) is refused by the ledger's
-        key and left out window by window (``_write``). A delta's statement sorts its known
-        records itself."""
+    def to_write(self, records: Sequence[Any]) -> list[bool] | None:
+        """Per record of a page, whether it is still to write (False: the ledger holds it), looked
+        up where such records may be: a full run of a kind that an earlier run of the workspace
+        covered (a re-run, a run after a failed one). None: write them all, nothing looked up. A
+        first import asks nothing: a record the ledger holds there anyway (the source shifted, a
+        chain begun again) is refused by the ledger's key and left out window by window
+        (``_write``). A delta's statement sorts its known records itself."""
         if delta.is_delta(self.run) or self.kind.name not in (self.run.get("earlier_kinds") or ()):
-            return set()
-        return windows.held(self.cursor, self.target, records)
+            return None
+        return windows.to_write(self.cursor, self.target, records)
 
     def _write(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ferryman_worker.engine import paging, tree, windows
+from ferryman_worker.engine import paging, tree
 from ferryman_worker.engine.scope import Scope
 from ferryman_worker.engine.source import SourceError
 from ferryman_worker.providers import Reply
@@ -37,7 +37,8 @@ def walk_pages(scope: Scope) -> None:
     following = paging.following(kind, at, reply, records, size, stripes, scope.max_pages)
     listed = paging.Listed.of(kind, at, reply, records, size, following)
     size = int(options["window_size"])
-    parts = _windows(records, offset, size, scope.held(records[offset:]), kind.id)
+    rest = records[offset:]
+    parts = _windows(rest, offset, size, scope.to_write(rest))
     for window, end, skipped in parts[:-1]:
         scope.commit_window(window, end, skipped=skipped)
     window, end, skipped = parts[-1]
@@ -47,17 +48,19 @@ def walk_pages(scope: Scope) -> None:
 
 
 def _windows(
-    records: list[Any], offset: int, size: int, held: set[str], id_field: str
+    records: list[Any], offset: int, size: int, to_write: list[bool] | None
 ) -> list[tuple[list[Any], int, int]]:
-    """The page's windows from ``offset``, each as (its records to write, the checkpoint after
-    it, how many of its records the ledger ``held`` and are left out). A window the ledger
-    holds whole writes nothing and needs no statement: its count and checkpoint go with the next
-    window's. The last window finishes the task, even when it writes nothing."""
+    """The windows of a page's ``records`` (those after the task's ``offset`` in it), each as
+    (its records to write, the checkpoint after it, how many of its records the ledger holds and
+    are left out: ``to_write`` False; None: none). A window the ledger holds whole writes
+    nothing and needs no statement: its count and checkpoint go with the next window's. The last
+    window finishes the task, even when it writes nothing."""
     parts: list[tuple[list[Any], int, int]] = []
     skipped = 0
-    for window in windows.split(records[offset:], size):
+    for start in range(0, len(records), size):
+        window = records[start : start + size]
         offset += len(window)
-        fresh = [record for record in window if windows.record_id(record, id_field) not in held]
+        fresh = window if to_write is None else _kept(window, to_write[start : start + size])
         skipped += len(window) - len(fresh)
         if fresh:
             parts.append((fresh, offset, skipped))
@@ -65,6 +68,10 @@ def _windows(
     if skipped or not parts:
         parts.append(([], offset, skipped))
     return parts
+
+
+def _kept(window: list[Any], keep: list[bool]) -> list[Any]:
+    return [record for record, kept in zip(window, keep, strict=True) if kept]
 
 
 def fetch_page(scope: Scope, at: paging.Position, size: int) -> tuple[paging.Position, Reply, int]:

@@ -163,10 +163,18 @@ def without_known(cur: Cursor, target: Target, window: Window) -> Window:
     )
 
 
-def held(cur: Cursor, target: Target, records: Sequence[Any]) -> set[str]:
-    """Of these records (as listed: before validation), the source ids the ledger holds
-    already for the run's workspace and kind, in one statement (one probe of its key each)."""
-    return _held(cur, target, [record_id(record, target.kind.id) for record in records])
+def to_write(cur: Cursor, target: Target, records: Sequence[Any]) -> list[bool]:
+    """Per record (as listed: before validation), whether it is still to write: False when the
+    ledger holds its source id for the run's workspace and kind already. One statement, one
+    probe of the ledger's key per id; it returns only the ids still to write (in a re-run,
+    none), sent as one JSON array (psycopg composes a text array in Python, a JSON one in C)."""
+    ids = [record_id(record, target.kind.id) for record in records]
+    present = [source_id for source_id in ids if source_id is not None]
+    if not present:
+        return [True] * len(ids)
+    params = {"workspace": target.workspace, "kind": target.kind.name, "source_ids": Jsonb(present)}
+    unwritten = {row[0] for row in cur.execute(queries.engine("ledger_unwritten"), params)}
+    return [source_id is None or source_id in unwritten for source_id in ids]
 
 
 def _held(cur: Cursor, target: Target, ids: list[str | None]) -> set[str]:

@@ -17,6 +17,17 @@ SELECT k.kind, max(r.started_at) AS since
     ON r.workspace = %(workspace)s AND r.state = 'succeeded' AND k.kind = ANY (r.kinds)
  GROUP BY k.kind;
 
+-- name: ledger_unwritten
+-- Which of these source ids of a kind (a JSON array of strings) the ledger does not hold: those a
+-- page of a re-run still has to write (in a re-run, usually none: nothing comes back). One
+-- probe of the ledger's key per id, as ledger_written (a LATERAL with LIMIT stays a probe; an
+-- anti-join could be planned as a scan of the kind's whole range).
+SELECT s.source_id FROM jsonb_array_elements_text(%(source_ids)s::jsonb) AS s(source_id)
+  LEFT JOIN LATERAL (SELECT true AS held FROM ferryman_ledger l
+                      WHERE l.workspace = %(workspace)s AND l.kind = %(kind)s
+                        AND l.source_id = s.source_id LIMIT 1) AS h ON true
+ WHERE h.held IS NULL;
+
 -- name: delta_renewed_parents
 -- Of these parents of a tree kind (source ids of the parent kind), those this delta run wrote:
 -- claimed or updated by it. A delta reads each of their children again.
