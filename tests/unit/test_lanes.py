@@ -3,7 +3,8 @@ jobs were announced looks again."""
 
 from __future__ import annotations
 
-from ferryman_worker.queue.lanes import Lane, LaneSpec
+from ferryman_worker.lanespec import LaneSpec
+from ferryman_worker.queue.lanes import Lane
 
 
 def _idle_lane(width: int = 3) -> Lane:

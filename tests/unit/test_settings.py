@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ferryman_worker.errors import ConfigurationError
-from ferryman_worker.queue.lanes import LaneSpec
+from ferryman_worker.lanespec import LaneSpec
 from ferryman_worker.settings import OWN_CONNECTIONS, load, resolve_lanes
 
 

@@ -12,25 +12,25 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ferryman_worker import destination_policy as policy
+from ferryman_worker import lanespec
 from ferryman_worker.errors import ConfigurationError
-from ferryman_worker.queue import lanes as lanes_mod
 
 OWN_CONNECTIONS = 4
 """Connections a worker process holds besides its lane threads:
 notifier, poller, cron, heartbeat."""
 
 
-def resolve_lanes(lanes: str, pool_size: int | None) -> list[lanes_mod.LaneSpec]:
+def resolve_lanes(lanes: str, pool_size: int | None) -> list[lanespec.LaneSpec]:
     """The lanes as ``ferryman worker`` runs them, each with its threads. A lane written without
     a width (``name`` instead of ``name:threads``) takes an equal share of the threads the pool
     leaves: ``pool_size`` - OWN_CONNECTIONS - the widths given; the remainder goes one thread
     each to the first such lanes, in the order written. ConfigurationError (naming the setting
     and the fix) when the lanes do not parse, or there are such lanes and no ``pool_size``, or
     it leaves them fewer than 1 thread each."""
-    requests = lanes_mod.read_lanes(lanes)
+    requests = lanespec.read_lanes(lanes)
     open_lanes = [r.name for r in requests if r.width is None]
     if not open_lanes:
-        return lanes_mod.share(requests, 0)
+        return lanespec.share(requests, 0)
     given = sum(r.width or 0 for r in requests)
     names = ", ".join(repr(name) for name in open_lanes)
     least = given + OWN_CONNECTIONS + len(open_lanes)
@@ -48,7 +48,7 @@ def resolve_lanes(lanes: str, pool_size: int | None) -> list[lanes_mod.LaneSpec]
             f"{given} for the lanes given a width), and each needs at least 1: set "
             f"FERRYMAN_POOL_SIZE (--pool-size) to at least {least}, or narrow the other lanes"
         )
-    return lanes_mod.share(requests, spare)
+    return lanespec.share(requests, spare)
 
 
 def check_pool_size(lanes: str, pool_size: int | None) -> int:
@@ -191,7 +191,7 @@ class Settings(BaseSettings):
     @field_validator("lanes")
     @classmethod
     def _parse_lanes(cls, value: str) -> str:
-        lanes_mod.read_lanes(value)
+        lanespec.read_lanes(value)
         return value
 
     @model_validator(mode="after")
@@ -209,7 +209,7 @@ class Settings(BaseSettings):
         )
 
     @property
-    def lane_specs(self) -> list[lanes_mod.LaneSpec]:
+    def lane_specs(self) -> list[lanespec.LaneSpec]:
         return resolve_lanes(self.lanes, self.pool_size)
 
     @property

@@ -29,20 +29,11 @@ from pydantic import (
 )
 
 from ferryman_worker.errors import ConfigurationError
-from ferryman_worker.providers import (
-    AuthStyle,
-    ChangedSince,
-    Kind,
-    OAuth2,
-    Option,
-    Reply,
-    Request,
-    ResponsePolicy,
-    Split,
-    dig,
-)
 from ferryman_worker.providers import pagination as styles
 from ferryman_worker.providers.declarative import spec as s
+from ferryman_worker.providers.model import AuthStyle, ChangedSince, Kind, OAuth2, Option, Split
+from ferryman_worker.providers.pagination import Reply, Request, dig
+from ferryman_worker.providers.responses import ResponsePolicy
 
 SCALARS: dict[str, Any] = {
     "string": str,
