@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 import pathlib
 import textwrap
+from typing import Annotated, Literal, Union
 
 import pytest
+from pydantic import Field, TypeAdapter
 
 from ferryman_worker import cli
 from ferryman_worker.errors import ConfigurationError
-from ferryman_worker.providers import Request, declarative, options_for
-from ferryman_worker.providers.declarative import reference
+from ferryman_worker.providers import Request, declarative, options_for, pagination
+from ferryman_worker.providers.declarative import reference, spec
 from ferryman_worker.providers.democrm import PROVIDER_FILE
 from ferryman_worker.providers.democrm import python_provider as python_democrm
 
@@ -219,6 +221,47 @@ def test_the_generated_reference_and_schema_agree_with_the_models() -> None:
     """Run hack/gen-provider-docs after changing the format's models."""
     assert (ROOT / reference.SCHEMA_PATH).read_text() == reference.schema_text()
     assert (ROOT / reference.REFERENCE_PATH).read_text() == reference.markdown()
+
+
+class _PrefixPaging(spec.PagingSpec):
+    """Offsets sent in a parameter of the provider's choosing (a style of this test's own)."""
+
+    style: Literal["prefix"]
+    """The pagination style."""
+
+    prefix: str = "from"
+    """Query parameter of the first record's offset."""
+
+    def build(self) -> pagination.Offset:
+        return pagination.Offset(self.stops(), self.size_param, offset=self.prefix)
+
+
+def test_each_pagination_style_is_one_model_that_builds_its_own_runtime_style() -> None:
+    models = spec.paging_models()
+    assert tuple(spec.style_of(model) for model in models) == spec.STYLES
+    titles = {model: title for title, model in reference.SECTIONS}
+    for model in models:
+        style = spec.style_of(model)
+        assert "build" in vars(model), f"{model.__name__} builds its own style"
+        assert titles[model] == f"pagination: style {style}"
+        required = {name: "after" for name, f in model.model_fields.items() if f.is_required()}
+        declared = model.model_validate({**required, "style": style, "stop": {"maxPages": 3}})
+        built = declared.build()
+        assert built.style == style and built.stops.max_pages == 3
+        assert built.stops.short_page is model.ends_short
+    short = {spec.style_of(model) for model in models if model.ends_short}
+    assert short == {"offset", "page_number", "keyset"}  # as stop.shortPage's docs say
+
+
+def test_a_new_pagination_style_is_one_class_the_style_list_and_reference_follow() -> None:
+    union = Annotated[
+        Union[(*spec.paging_models(), _PrefixPaging)],
+        Field(discriminator="style"),
+    ]
+    assert spec.styles_of(union) == (*spec.STYLES, "prefix")
+    assert reference.paging_sections(union)[-1] == ("pagination: style prefix", _PrefixPaging)
+    declared = TypeAdapter(union).validate_python({"style": "prefix", "sizeParam": "n"})
+    assert declared.build() == pagination.Offset(pagination.Stops(), "n", offset="from")
 
 
 def test_provider_check_and_schema_commands(

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import pathlib
-from typing import Any
+import re
+from typing import Annotated, Any, ClassVar
 
 import pytest
+from psycopg import sql
+from pydantic import BaseModel, ValidationError
 
 from ferryman_worker import destinations
-from ferryman_worker.destinations import reference
+from ferryman_worker.destinations import columns, reference
 from ferryman_worker.destinations.mapping import (
     Constant,
     Mapping,
@@ -138,3 +141,79 @@ def test_on_deleted_is_record_unless_it_says_delete_or_set() -> None:
     assert marked.set["archived"].value is False
     assert destinations.mapping.dump(mapping)["kinds"]["c"]["onDeleted"] == soft
     assert "onDeleted" not in destinations.mapping.dump(mapping)["kinds"]["a"]
+
+
+class _Setting(columns.ColumnForm):
+    """A PostgreSQL setting read where the row is written (a form of this test's own)."""
+
+    key: ClassVar[str] = "setting"
+
+    setting: str
+    """The setting's name, e.g. app.region."""
+
+    def expression(self, record: columns.Reader, type_: str, alias: str) -> sql.Composable:
+        return sql.SQL("current_setting({})::{}").format(
+            sql.Literal(self.setting), columns.column_type(type_)
+        )
+
+
+class _Record:
+    def read(self, pointer: str, type_: str, alias: str = "r") -> sql.Composable:
+        return sql.SQL("{}::{}").format(sql.Identifier(alias, pointer[1:]), sql.SQL(type_))
+
+
+def test_each_column_form_is_one_model_with_its_own_sql_and_the_shape_follows() -> None:
+    page = reference.markdown()
+    for form in columns.FORMS:
+        assert "expression" in vars(form), f"{form.__name__} composes its own value"
+        assert form.key in columns.SHAPE.model_fields
+        assert f"| `{form.key}` |" in page
+        assert columns.tag(form) in destinations.mapping.TAGS
+    kind = _mapping(k={"table": "t", "columns": {
+        "a": {"field": "/a", "default": 0}, "b": {"constant": "run"}, "c": {"value": 2},
+        "d": {"reference": {"kind": "k", "field": "/d", "unresolved": "null"}, "cast": "int"},
+    }}).kinds["k"]  # fmt: skip
+    found = {
+        n: c.expression(_Record(), "int", "ref").as_string(None) for n, c in kind.columns.items()
+    }
+    assert found == {
+        "a": 'COALESCE("r"."a"::int, 0::int)',
+        "b": "%(run_id)s::bigint",
+        "c": "2::int",
+        "d": '"ref".row_id',
+    }
+    assert kind.columns["d"].cast == "int"
+
+
+def test_a_new_column_form_is_one_class_the_shape_and_its_refusals_follow() -> None:
+    forms = (*columns.FORMS, _Setting)
+
+    class Table(BaseModel):
+        mapped: dict[str, Annotated[columns.ColumnForm, columns.Forms(forms)]]
+
+    table = Table.model_validate({"mapped": {"a": {"setting": "app.region", "cast": "text"}}})
+    column = table.mapped["a"]
+    assert isinstance(column, _Setting) and column.cast == "text"
+    assert column.expression(_Record(), "text", "ref").as_string(None) == (
+        "current_setting('app.region')::text"
+    )
+    shape = columns.shape_of(forms)
+    assert list(shape.model_fields) == [
+        "field", "constant", "value", "reference", "setting", "cast", "default"
+    ]  # fmt: skip
+    published = Table.model_json_schema()["$defs"]["Column"]
+    assert (
+        published["properties"]["setting"]["description"] == "The setting's name, e.g. app.region."
+    )
+    assert published["description"].endswith(
+        "exactly one of field, constant, value, reference, setting."
+    )
+    for given, problem in [
+        ({"setting": "x", "field": "/x"}, "value, reference or setting (got field, setting)"),
+        (
+            {"setting": "x", "default": 1},
+            "default only applies to a field: remove it, or use value",
+        ),
+    ]:
+        with pytest.raises(ValidationError, match=re.escape(problem)):
+            Table.model_validate({"mapped": {"a": given}})

@@ -15,14 +15,9 @@ from ferryman_worker.db import queries
 from ferryman_worker.db.connect import Connection
 from ferryman_worker.destination_policy import Policy
 from ferryman_worker.destinations import generate
+from ferryman_worker.destinations.columns import COLUMN_TYPE
 from ferryman_worker.destinations.generate import KindCatalog
-from ferryman_worker.destinations.mapping import (
-    COLUMN_TYPE,
-    KindMapping,
-    Mapping,
-    OnDeleted,
-    SoftDelete,
-)
+from ferryman_worker.destinations.mapping import KindMapping, Mapping, OnDeleted, SoftDelete
 from ferryman_worker.errors import MappingInvalid
 
 INTEGER_IDS = ("smallint", "integer", "bigint")
@@ -122,8 +117,11 @@ def _kind(
             continue
         if found["generated"]:
             problems.append(f"{where}: {kind.table}.{name} is a generated column: remove it")
-        if column.reference is not None and column.reference.kind not in mapping.kinds:
-            problems.append(_unmapped(f"{where}.reference.kind", column.reference.kind))
+        problems.extend(
+            _unmapped(f"{where}.{path}.kind", reference.kind)
+            for path, reference in column.references()
+            if reference.kind not in mapping.kinds
+        )
         types[name] = found["type"]
         if column.cast is not None:
             named = conn.execute(_query("type_named"), {"type": column.cast}).fetchone()

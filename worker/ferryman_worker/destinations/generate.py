@@ -13,38 +13,20 @@ itself fixes (a kind's name, a fixed value, a JSON path) is a literal quoted by 
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterator
-from typing import Annotated, Final, Literal
+from typing import Annotated, Literal
 
 from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ferryman_worker.destinations.mapping import (
-    COLUMN_TYPE,
-    Column,
-    Constant,
-    Identifier,
-    KindMapping,
-    OnDeleted,
-    OnExisting,
-    SoftDelete,
-    TableName,
-    Unresolved,
-)
+from ferryman_worker.destinations.columns import COLUMN_TYPE, column_type
+from ferryman_worker.destinations.document import Identifier, TableName
+from ferryman_worker.destinations.mapping import KindMapping, OnDeleted, OnExisting, SoftDelete
 from ferryman_worker.errors import MappingInvalid
 
-_COLUMN_TYPE: Final = re.compile(COLUMN_TYPE)
 ColumnType = Annotated[str, Field(min_length=1, max_length=100, pattern=COLUMN_TYPE)]
 
 Tail = Literal["window", "rows"]
-
-_CONSTANTS = {
-    Constant.WORKSPACE: sql.SQL("%(workspace)s::text"),
-    Constant.RUN: sql.SQL("%(run_id)s::bigint"),
-    Constant.KIND: sql.SQL("%(kind)s::text"),
-    Constant.NOW: sql.SQL("now()"),
-}
 _COUNT_SLOTS = sql.SQL("(SELECT count(*) FROM slots)")
 _MATCHED = sql.SQL("(SELECT count(*) FROM matched)")
 """The window's records matched by the kind's natural key to rows the application had: their
@@ -135,16 +117,6 @@ class KindCatalog(BaseModel):
         )
 
 
-def column_type(type_: str) -> sql.SQL:
-    """A type as SQL, once it is seen to be a type name (``COLUMN_TYPE``); MappingInvalid
-    otherwise, so that nothing else is ever spliced into a statement as a type."""
-    if not _COLUMN_TYPE.fullmatch(type_):
-        raise MappingInvalid(
-            f"{type_[:80]!r} is not a type name: a writer takes its types from the catalog only"
-        )
-    return sql.SQL(type_)  # a validated type name
-
-
 @dataclasses.dataclass(frozen=True)
 class Versions:
     """How a kind's writer reads each record's source version, and whether it writes a delta.
@@ -228,14 +200,6 @@ def _table(name: str) -> sql.Identifier:
     return sql.Identifier(*name.split("."))
 
 
-def _ledger_probe(alias: str, kind: str, source_id: sql.Composable) -> sql.Composable:
-    return sql.SQL(
-        "LEFT JOIN LATERAL (SELECT l.row_id FROM ferryman_ledger l"
-        " WHERE l.workspace = %(workspace)s AND l.kind = {kind} AND l.source_id = {source}"
-        " LIMIT 1) {alias} ON true"
-    ).format(kind=sql.Literal(kind), source=source_id, alias=sql.Identifier(alias))
-
-
 @dataclasses.dataclass(frozen=True)
 class _Shape:
     """The parts of one kind's statement."""
@@ -262,15 +226,16 @@ class _Shape:
 
     def fields(self, versions: Versions = FULL) -> _Fields:
         fields = _Fields()
-        for name, column in self.mapping.columns.items():  # typed uses first: they declare
-            if column.field is not None:
-                fields.use(column.field, self.catalog.types[name])
+        reads = [(name, read) for name, c in self.mapping.columns.items() for read in c.reads()]
+        for name, read in reads:  # reads as the column's own type first: they declare
+            if read.type is None:
+                fields.use(read.pointer, self.catalog.types[name])
         if versions.field is not None:
             fields.use(versions.field, _version_type(versions))
         fields.use(self.mapping.source_id, "text")
-        for column in self.mapping.columns.values():
-            if column.reference is not None:
-                fields.use(column.reference.field, "text")
+        for _, read in reads:
+            if read.type is not None:
+                fields.use(read.pointer, read.type)
         for join in self.mapping.joins:
             fields.use(join.field, "jsonb")
         return fields
@@ -281,44 +246,13 @@ class _Shape:
         select: list[sql.Composable] = [sql.SQL("{} AS ferryman_source_id").format(source)]
         lateral: list[sql.Composable] = []
         for index, (name, column) in enumerate(self.mapping.columns.items()):
-            type_ = self.catalog.types[name]
-            value = self._value(fields, column, type_, f"ref_{index}", lateral)
+            lateral.extend(column.joins(fields, f"ref_{index}"))
+            value = column.expression(fields, self.catalog.types[name], f"ref_{index}")
             select.append(sql.SQL("{} AS {}").format(value, sql.Identifier(f"c_{index}")))
         for index, join in enumerate(self.mapping.joins):
             array = fields.read(join.field, "jsonb")
             select.append(sql.SQL("{} AS {}").format(array, sql.Identifier(f"j_{index}")))
         return select, lateral
-
-    def _value(
-        self,
-        fields: _Fields,
-        column: Column,
-        type_: str,
-        alias: str,
-        lateral: list[sql.Composable],
-    ) -> sql.Composable:
-        if column.field is not None:
-            value = fields.read(column.field, type_)
-            if column.default is None:
-                return value
-            return sql.SQL("COALESCE({}, {}::{})").format(
-                value, sql.Literal(column.default), column_type(type_)
-            )
-        if column.constant is not None:
-            return _CONSTANTS[column.constant]
-        if column.value is not None:
-            return sql.SQL("{}::{}").format(sql.Literal(column.value), column_type(type_))
-        reference = column.reference
-        assert reference is not None
-        source = fields.read(reference.field, "text")
-        lateral.append(_ledger_probe(alias, reference.kind, source))
-        found = sql.SQL("{}.row_id").format(sql.Identifier(alias))
-        if reference.unresolved is not Unresolved.REFUSE:
-            return found
-        return sql.SQL(
-            "CASE WHEN {source} IS NOT NULL AND {found} IS NULL"
-            " THEN ferryman_unresolved({kind}, {source}) ELSE {found} END"
-        ).format(source=source, found=found, kind=sql.Literal(reference.kind))
 
     def matches(self) -> bool:
         """Whether the statement matches records to the application's rows (a natural key
@@ -502,7 +436,7 @@ def _deletions(shape: _Shape) -> Iterator[sql.Composable]:
     for column, stored in action.set.items():
         value: sql.Composable
         if stored.constant is not None:
-            value = _CONSTANTS[stored.constant]
+            value = stored.constant.as_sql()
         else:
             type_ = column_type(shape.catalog.types[column])
             value = sql.SQL("{}::{}").format(sql.Literal(stored.value), type_)

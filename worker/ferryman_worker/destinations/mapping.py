@@ -4,7 +4,8 @@ The provider describes the source (the same for every customer of an API); a map
 the application (one per application and provider). It names, per kind, an existing table (ferryman
 never creates or alters application tables) and fills its columns from the record (JSON
 pointers), from constants (the workspace, the run, the kind, a fixed value) or from the ledger
-(references: the destination id of another imported record). A many-to-many relation is written
+(references: the destination id of another imported record): a column's forms, each with the
+SQL of its value, are ``destinations.columns``. A many-to-many relation is written
 through a join table; rows the application already has are matched on a natural key. The writer
 of each kind is generated from its mapping (``destinations.generate``) and checked against the
 database's catalog at admission (``destinations.catalog``).
@@ -20,61 +21,18 @@ from typing import Annotated, Any, Final, Self
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
     ValidationError,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
+from ferryman_worker.destinations import columns
+from ferryman_worker.destinations.columns import Column, Constant, ConstantColumn, Unresolved
+from ferryman_worker.destinations.document import Identifier, Model, Pointer, Scalar, TableName
 from ferryman_worker.errors import ConfigurationError, MappingInvalid
-
-IDENTIFIER: Final = r"^[a-z][a-z0-9_]*$"
-POINTER: Final = r"^(/([^~/]|~[01])*)+$"
-TABLE: Final = r"^([a-z_][a-z0-9_]*\.)?[a-z_][a-z0-9_]*$"
-SQL_TYPE: Final = r"^[a-z_][a-z0-9_]*( [a-z_][a-z0-9_]*)*( ?\(\d+( ?, ?\d+)?\))?(\[\])?$"
-COLUMN_TYPE: Final = (
-    r"^([a-z_][a-z0-9_]*\.)?[a-z_][a-z0-9_]*( [a-z_][a-z0-9_]*)*( ?\(\d+( ?, ?\d+)?\))?"
-    r"( with(out)? time zone)?(\[\])*$"
-)
-"""A column's type as the catalog prints it (``format_type``), e.g. ``numeric(12,2)``,
-``timestamp(3) with time zone``, ``text[]``, ``app.mood``: lowercase words, a schema, digits in
-a typmod and array brackets; no quote, operator or other parenthesis, so no SQL of its own. The
-one form a type is spliced into a statement in (``generate``), checked where it is composed."""
-
-Identifier = Annotated[str, Field(min_length=1, max_length=63, pattern=IDENTIFIER)]
-Pointer = Annotated[str, Field(min_length=2, max_length=500, pattern=POINTER)]
-TableName = Annotated[str, Field(min_length=1, max_length=127, pattern=TABLE)]
-SqlType = Annotated[str, Field(min_length=1, max_length=63, pattern=SQL_TYPE)]
-Scalar = str | int | float | bool
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        use_attribute_docstrings=True,
-        frozen=True,
-    )
-
-
-class Unresolved(enum.StrEnum):
-    """What a reference does when the record it names has not been imported."""
-
-    NULL = "null"
-    """Write NULL; the kinds may be imported side by side (no phase order)."""
-
-    WAIT = "wait"
-    """Import the referenced kind in an earlier phase; what is still missing then is NULL."""
-
-    REFUSE = "refuse"
-    """Import the referenced kind first; a row whose reference is still missing is refused,
-    recorded with its reason."""
 
 
 class OnExisting(enum.StrEnum):
@@ -90,16 +48,6 @@ class OnExisting(enum.StrEnum):
     """Refuse the record, recorded with the database's reason (the unique index's violation)."""
 
 
-class Constant(enum.StrEnum):
-    """A value the run knows."""
-
-    WORKSPACE = "workspace"
-    RUN = "run"
-    KIND = "kind"
-    NOW = "now"
-    """The time of the transaction that writes the row (PostgreSQL's now())."""
-
-
 class OnDeleted(enum.StrEnum):
     """What a delta run does to the application's row of a record its source reports deleted."""
 
@@ -112,63 +60,7 @@ class OnDeleted(enum.StrEnum):
     deletion is not recorded, so a delta that lists it again tries again."""
 
 
-class Reference(_Model):
-    """A destination id taken from the ledger: the row ferryman wrote (or matched) for another
-    record, named in this record by its source id."""
-
-    kind: Identifier
-    """The referenced kind, e.g. organizations; it needs a mapping too."""
-
-    field: Pointer
-    """JSON pointer to the referenced record's source id in this record, e.g. /org_id."""
-
-    unresolved: Unresolved = Unresolved.WAIT
-    """When the referenced record is not (yet) imported: null, wait or refuse."""
-
-
-class Column(_Model):
-    """Where one column's value comes from: exactly one of field, constant, value, reference."""
-
-    field: Pointer | None = None
-    """JSON pointer into the record, e.g. /name or /address/city."""
-
-    constant: Constant | None = None
-    """The run's workspace, id, the kind's name, or now (when the row is written)."""
-
-    value: Scalar | None = None
-    """A fixed value."""
-
-    reference: Reference | None = None
-    """A destination id from the ledger."""
-
-    cast: SqlType | None = None
-    """PostgreSQL type the value is read as before it is stored, e.g. timestamptz; absent: the
-    column's own type."""
-
-    default: Scalar | None = None
-    """Value stored when the field is missing or null."""
-
-    @model_validator(mode="after")
-    def _one_source(self) -> Self:
-        given = [
-            name
-            for name in ("field", "constant", "value", "reference")
-            if getattr(self, name) is not None
-        ]
-        if len(given) != 1:
-            raise PydanticCustomError(
-                "column_source",
-                "give exactly one of field, constant, value or reference (got {given})",
-                {"given": ", ".join(given) or "none"},
-            )
-        if self.default is not None and self.field is None:
-            raise PydanticCustomError(
-                "column_default", "default only applies to a field: remove it, or use value"
-            )
-        return self
-
-
-class Stored(_Model):
+class Stored(Model):
     """A value a soft delete stores in a column: exactly one of constant, value."""
 
     constant: Constant | None = None
@@ -186,7 +78,7 @@ class Stored(_Model):
         return self
 
 
-class SoftDelete(_Model):
+class SoftDelete(Model):
     """Mark the row deleted instead of deleting it: set these columns of the row the ledger
     names, and record the deletion."""
 
@@ -197,7 +89,7 @@ class SoftDelete(_Model):
 
 _SOFT_TAG: Final = "(set)"
 _ACTION_TAG: Final = "(action)"
-TAGS: Final = (_SOFT_TAG, _ACTION_TAG)
+TAGS: Final = (_SOFT_TAG, _ACTION_TAG, *columns.TAGS)
 """The union's branch names pydantic puts in an error's location; not part of the YAML path."""
 
 
@@ -219,7 +111,7 @@ OnDeletedAction = Annotated[
 ]
 
 
-class Join(_Model):
+class Join(Model):
     """A many-to-many relation written through a join table: one row per (this record, each
     referenced record) pair; a pair whose referenced record is not imported is left out."""
 
@@ -239,7 +131,7 @@ class Join(_Model):
     """JSON pointer to the array of referenced source ids in this record, e.g. /person_ids."""
 
 
-class NaturalKey(_Model):
+class NaturalKey(Model):
     """Columns that identify a row the application may already have (a unique index must cover
     exactly them), and what to do when one matches."""
 
@@ -256,7 +148,7 @@ def _no_published_default(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
 
 
-class KindMapping(_Model):
+class KindMapping(Model):
     """One kind's destination: a table of the application and its columns."""
 
     table: TableName
@@ -328,7 +220,8 @@ class KindMapping(_Model):
         if name is None:
             return
         column = self.columns.get(name)
-        if column is None or column.constant is not Constant.WORKSPACE:
+        workspace = isinstance(column, ConstantColumn) and column.constant is Constant.WORKSPACE
+        if not workspace:
             given = "is not mapped" if column is None else "is mapped to something else"
             raise PydanticCustomError(
                 "workspace_column",
@@ -353,14 +246,14 @@ class KindMapping(_Model):
     def references(self) -> list[tuple[str, Unresolved]]:
         """The kinds this one references (columns and joins), with their policies."""
         found = [
-            (c.reference.kind, c.reference.unresolved)
-            for c in self.columns.values()
-            if c.reference is not None
+            (reference.kind, reference.unresolved)
+            for column in self.columns.values()
+            for _, reference in column.references()
         ]
         return found + [(j.kind, Unresolved.WAIT) for j in self.joins]
 
 
-class Mapping(_Model):
+class Mapping(Model):
     """Where a provider's records go in this application's tables."""
 
     provider: Identifier

@@ -57,11 +57,9 @@ def _why(provider: Provider, kind: Kind, pointer: str, path: str) -> str:
 def _pointers(mapped: KindMapping) -> Iterator[tuple[str, str]]:
     """(YAML path, pointer) of every pointer the kind's mapping reads."""
     yield "sourceId", mapped.source_id
-    for column, source in mapped.columns.items():
-        if source.field is not None:
-            yield f"columns.{column}.field", source.field
-        if source.reference is not None:
-            yield f"columns.{column}.reference.field", source.reference.field
+    for name, column in mapped.columns.items():
+        for read in column.reads():
+            yield f"columns.{name}.{read.path}", read.pointer
     for number, join in enumerate(mapped.joins):
         yield f"joins[{number}].field", join.field
 

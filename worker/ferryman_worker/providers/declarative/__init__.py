@@ -29,7 +29,6 @@ from pydantic import (
 )
 
 from ferryman_worker.errors import ConfigurationError
-from ferryman_worker.providers import pagination as styles
 from ferryman_worker.providers.declarative import spec as s
 from ferryman_worker.providers.model import AuthStyle, ChangedSince, Kind, OAuth2, Option, Split
 from ferryman_worker.providers.pagination import Reply, Request, dig
@@ -95,14 +94,13 @@ def check(data: Any, origin: str = "provider") -> s.ProviderDocument:
         ) from None
 
 
-STYLES = ("offset", "page_number", "next_url", "link_header", "cursor", "keyset", "single")
-
-
 def problem(error: Any) -> str:
     """``spec.kinds.deals.pagination.offsetParam: <what> (<fix>)``."""
     loc = [str(part) for part in error["loc"]]
     # a discriminated union puts the chosen style in the path; YAML has no such level
-    path = [p for i, p in enumerate(loc) if not (i and loc[i - 1] == "pagination" and p in STYLES)]
+    path = [
+        p for i, p in enumerate(loc) if not (i and loc[i - 1] == "pagination" and p in s.STYLES)
+    ]
     where = ".".join(path) or "(the document)"
     kind, message = error["type"], error["msg"]
     if kind == "extra_forbidden":
@@ -110,7 +108,7 @@ def problem(error: Any) -> str:
     if kind == "missing":
         return f"{where}: required (add it)"
     if kind == "union_tag_invalid" or kind == "union_tag_not_found":
-        return f"{where}.style: must be one of {', '.join(STYLES)}"
+        return f"{where}.style: must be one of {', '.join(s.STYLES)}"
     message = message.removeprefix("Value error, ")
     inner = re.match(r"^(kinds\.[\w.-]+): (.*)$", message, re.DOTALL)
     if inner:  # a check across kinds names the field deeper than where pydantic found it
@@ -151,35 +149,6 @@ def _source(source: str) -> dict[str, Any]:
     if "." in source:
         return {"validation_alias": AliasPath(*source.split("."))}
     return {"alias": source or None}
-
-
-def _pagination(paging: s.OffsetPaging | Any) -> styles.Pagination:
-    stop = paging.stop
-    short = stop.short_page
-    if short is None:
-        short = paging.style in ("offset", "page_number", "keyset")
-    stops = styles.Stops(
-        stop.total, stop.total_header, stop.more, short, stop.max_pages, stop.remaining
-    )
-    size = paging.size_param
-    if isinstance(paging, s.OffsetPaging):
-        return styles.Offset(stops, size, offset=paging.offset_param)
-    if isinstance(paging, s.PageNumberPaging):
-        return styles.PageNumber(
-            stops, size, paging.page_param, first_page=paging.first_page,
-            total_pages=paging.total_pages,
-        )  # fmt: skip
-    if isinstance(paging, s.NextUrlPaging):
-        return styles.NextUrl(stops, size, next_url=paging.next)
-    if isinstance(paging, s.LinkHeaderPaging):
-        return styles.LinkHeader(stops, size, rel=paging.rel)
-    if isinstance(paging, s.CursorPaging):
-        return styles.Cursor(
-            stops, size, paging.param, paging.next, paging.next_header, paging.send
-        )
-    if isinstance(paging, s.KeysetPaging):
-        return styles.Keyset(stops, size, paging.key, paging.param, paging.template)
-    return styles.Single(stops, size)
 
 
 def _policy(responses: s.ResponsesSpec) -> ResponsePolicy:
@@ -274,7 +243,7 @@ class DeclaredProvider:
             _record_model(name, kind),
             walk=kind.walk,
             parent=kind.parent,
-            pagination=_pagination(kind.pagination),
+            pagination=kind.pagination.build(),
             split=_split(kind.split),
             policy=_policy(kind.responses or self.document.spec.responses),
             max_page_size=kind.pagination.max_page_size,

@@ -14,6 +14,12 @@ from pydantic_core import PydanticUndefined
 
 from ferryman_worker.providers.declarative import spec as s
 
+
+def paging_sections(union: Any = s.Paging) -> list[tuple[str, type[BaseModel]]]:
+    """One section per branch of a pagination union, titled by its style."""
+    return [(f"pagination: style {s.style_of(model)}", model) for model in s.paging_models(union)]
+
+
 SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("The document", s.ProviderDocument),
     ("spec", s.ProviderSpecBody),
@@ -22,13 +28,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("spec.responses, kinds.K.responses", s.ResponsesSpec),
     ("kinds.K", s.KindSpec),
     ("kinds.K.request, kinds.K.body.request", s.RequestSpec),
-    ("pagination: style offset", s.OffsetPaging),
-    ("pagination: style page_number", s.PageNumberPaging),
-    ("pagination: style next_url", s.NextUrlPaging),
-    ("pagination: style link_header", s.LinkHeaderPaging),
-    ("pagination: style cursor", s.CursorPaging),
-    ("pagination: style keyset", s.KeysetPaging),
-    ("pagination: style single", s.SinglePaging),
+    *paging_sections(),
     ("pagination.stop", s.StopSpec),
     ("kinds.K.split", s.SplitSpec),
     ("split.ranges", s.RangesSplit),

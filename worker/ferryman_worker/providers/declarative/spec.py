@@ -1,14 +1,22 @@
 """The declarative provider format: a YAML document, validated by these models (the JSON Schema
 published in ``schemas/migrationprovider.schema.json`` and the reference in
-``docs/provider-reference.md`` are generated from them)."""
+``docs/provider-reference.md`` are generated from them).
+
+Each pagination style is one model (a branch of ``Paging``): it declares its fields and builds
+the runtime style it stands for (``build``); the style list and the reference's sections are read
+from the union itself (``paging_models``, ``style_of``).
+"""
 
 from __future__ import annotations
 
+import abc
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+
+from ferryman_worker.providers import pagination as styles
 
 Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=63)]
 Status = Annotated[int, Field(ge=100, le=599)]
@@ -214,7 +222,10 @@ class StopSpec(_Spec):
     past 100,000 pages fails its task, naming this field."""
 
 
-class _Paging(_Spec):
+class PagingSpec(_Spec):
+    """The fields every pagination style has. A style is a subclass with a ``style`` literal
+    (its name in YAML) and ``build``, made a branch of ``Paging``."""
+
     size_param: str = ""
     """Query parameter asking for the page size ("" : the API has none)."""
 
@@ -224,8 +235,23 @@ class _Paging(_Spec):
     stop: StopSpec = Field(default_factory=StopSpec)
     """When the listing ends, besides an empty page."""
 
+    ends_short: ClassVar[bool] = False
+    """Whether a short page ends the listing when ``stop.shortPage`` does not say."""
 
-class OffsetPaging(_Paging):
+    @abc.abstractmethod
+    def build(self) -> styles.Pagination:
+        """The runtime style this declaration stands for."""
+
+    def stops(self) -> styles.Stops:
+        """The declared stop rules, ``shortPage`` defaulted by the style."""
+        stop = self.stop
+        short = self.ends_short if stop.short_page is None else stop.short_page
+        return styles.Stops(
+            stop.total, stop.total_header, stop.more, short, stop.max_pages, stop.remaining
+        )
+
+
+class OffsetPaging(PagingSpec):
     """offset/limit: pages known ahead, walked in stripes."""
 
     style: Literal["offset"]
@@ -237,8 +263,13 @@ class OffsetPaging(_Paging):
     size_param: str = "limit"
     """Query parameter of the page size."""
 
+    ends_short: ClassVar[bool] = True
 
-class PageNumberPaging(_Paging):
+    def build(self) -> styles.Offset:
+        return styles.Offset(self.stops(), self.size_param, offset=self.offset_param)
+
+
+class PageNumberPaging(PagingSpec):
     """page/size: pages known ahead, walked in stripes."""
 
     style: Literal["page_number"]
@@ -256,8 +287,16 @@ class PageNumberPaging(_Paging):
     total_pages: str = ""
     """Body path of the number of pages, e.g. totalPages."""
 
+    ends_short: ClassVar[bool] = True
 
-class NextUrlPaging(_Paging):
+    def build(self) -> styles.PageNumber:
+        return styles.PageNumber(
+            self.stops(), self.size_param, self.page_param, first_page=self.first_page,
+            total_pages=self.total_pages,
+        )  # fmt: skip
+
+
+class NextUrlPaging(PagingSpec):
     """The body names the next page's URL."""
 
     style: Literal["next_url"]
@@ -266,8 +305,11 @@ class NextUrlPaging(_Paging):
     next: str = "next"
     """Body path of the next page's URL."""
 
+    def build(self) -> styles.NextUrl:
+        return styles.NextUrl(self.stops(), self.size_param, next_url=self.next)
 
-class LinkHeaderPaging(_Paging):
+
+class LinkHeaderPaging(PagingSpec):
     """An RFC 8288 Link header names the next page."""
 
     style: Literal["link_header"]
@@ -276,8 +318,11 @@ class LinkHeaderPaging(_Paging):
     rel: str = "next"
     """The link relation naming the next page."""
 
+    def build(self) -> styles.LinkHeader:
+        return styles.LinkHeader(self.stops(), self.size_param, rel=self.rel)
 
-class CursorPaging(_Paging):
+
+class CursorPaging(PagingSpec):
     """An opaque cursor from the body (or a header), sent back in the query, body or a
     header."""
 
@@ -296,8 +341,13 @@ class CursorPaging(_Paging):
     send: Literal["query", "body", "header"] = "query"
     """Send the cursor back as a query parameter, a JSON body field or a header."""
 
+    def build(self) -> styles.Cursor:
+        return styles.Cursor(
+            self.stops(), self.size_param, self.param, self.next, self.next_header, self.send
+        )
 
-class KeysetPaging(_Paging):
+
+class KeysetPaging(PagingSpec):
     """The next page starts after the last record's sort key (sort the listing by it)."""
 
     style: Literal["keyset"]
@@ -312,12 +362,20 @@ class KeysetPaging(_Paging):
     template: str = "{key}"
     """The parameter's value with {key} for the last key, e.g. "id>'{key}'"."""
 
+    ends_short: ClassVar[bool] = True
 
-class SinglePaging(_Paging):
+    def build(self) -> styles.Keyset:
+        return styles.Keyset(self.stops(), self.size_param, self.key, self.param, self.template)
+
+
+class SinglePaging(PagingSpec):
     """One page: a detail, or a listing the API does not page."""
 
     style: Literal["single"]
     """The pagination style."""
+
+    def build(self) -> styles.Single:
+        return styles.Single(self.stops(), self.size_param)
 
 
 Paging = Annotated[
@@ -330,6 +388,29 @@ Paging = Annotated[
     | SinglePaging,
     Field(discriminator="style"),
 ]
+"""A kind's pagination: one branch per style, chosen by ``style``. A new style is a
+``PagingSpec`` subclass added here; the style list and the reference follow from the union."""
+
+
+def paging_models(union: Any = Paging) -> tuple[type[PagingSpec], ...]:
+    """The styles' models of a pagination union (``Paging``), in its order."""
+    members = get_args(union)[0] if get_origin(union) is Annotated else union
+    return tuple(get_args(members))
+
+
+def style_of(model: type[PagingSpec]) -> str:
+    """The name a style's model is chosen by in YAML: its ``style`` literal."""
+    (style,) = get_args(model.model_fields["style"].annotation)
+    return str(style)
+
+
+def styles_of(union: Any = Paging) -> tuple[str, ...]:
+    """The style names of a pagination union, in its order."""
+    return tuple(style_of(model) for model in paging_models(union))
+
+
+STYLES: tuple[str, ...] = styles_of()
+"""The pagination styles a provider may declare."""
 
 
 class RangesSplit(_Spec):
