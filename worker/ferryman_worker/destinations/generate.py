@@ -71,7 +71,8 @@ def _tail(
     return sql.SQL(
         "SELECT ferryman_close_window(%(task_id)s, %(job_id)s, %(run_id)s, %(kind)s, "
         "%(offset)s, ({written})::integer, ({skipped})::integer + %(skipped)s::integer,"
-        " %(errors)s, ({matched})::integer) AS failed, ({written})::integer AS written,"
+        " %(errors)s, ({matched})::integer, p_commit => %(commit)s::text) AS failed,"
+        " ({written})::integer AS written,"
         " ({matched})::integer AS matched"
     ).format(written=written, skipped=skipped, matched=matched)
 

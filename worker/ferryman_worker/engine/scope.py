@@ -51,6 +51,9 @@ class Scope:
     skips_known: bool = False
     """A window of this task met a record the ledger holds (a re-run, a retried or resumed
     task): its next windows leave out such records before writing (``windows.without_known``)."""
+    sync_windows: bool = False
+    """Whether each window waits for its commit to reach disk (``EngineRuntime.sync_windows``);
+    by default it commits asynchronously (``windows.Target.commit``)."""
     max_pages: int = paging.DEFAULT_MAX_PAGES
     """Pages a listing chain may have when its kind declares no ``maxPages``
     (``EngineRuntime.max_pages``)."""
@@ -70,6 +73,7 @@ class Scope:
             runtime.client(run["base_url"], credential, provider.auth),
             runtime.budget(run["base_url"], credential, run["options"].get("rate_limit")),
             destinations=runtime.destinations,
+            sync_windows=runtime.sync_windows,
             max_pages=runtime.max_pages,
         )
 
@@ -108,6 +112,7 @@ class Scope:
             self.run["workspace"],
             self.kind,
             destinations.writer_for(self.run, self.provider, self.kind.name, self.destinations),
+            None if self.sync_windows else "off",
         )
 
     # -- the source ---------------------------------------------------------------------------

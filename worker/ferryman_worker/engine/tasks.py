@@ -97,18 +97,10 @@ def _hopeless(exc: Exception) -> bool:
 def _walk(
     ctx: JobContext, run: dict[str, Any], task: dict[str, Any], runtime: EngineRuntime
 ) -> None:
-    """The task's walk (a credential this worker lacks fails here, like the walk would), with
-    asynchronous commits unless the runtime says ``sync_windows``."""
-    scope = Scope.build(ctx, run, task, runtime)
-    if runtime.sync_windows:
-        walks.walk(scope)
-        return
-    ctx.conn.execute("SET synchronous_commit = off")
-    try:
-        walks.walk(scope)
-    finally:
-        if not ctx.conn.broken:
-            ctx.conn.execute("RESET synchronous_commit")
+    """The task's walk (a credential this worker lacks fails here, like the walk would). Its
+    windows commit asynchronously unless the runtime says ``sync_windows``: each window's
+    statement says so for its own transaction (``windows.Target.commit``)."""
+    walks.walk(Scope.build(ctx, run, task, runtime))
 
 
 def _fail(conn: Connection, task_id: int, run_id: int, job_id: int, error: str) -> None:

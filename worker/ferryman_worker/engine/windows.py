@@ -52,6 +52,10 @@ class Target:
     workspace: str
     kind: Kind
     writer: Writer
+    commit: str | None = None
+    """How each window's transaction commits: 'off' (asynchronously: a database crash may lose
+    the last windows, whose checkpoints go with them, so the task writes them again), or None
+    (as the connection's session says)."""
 
 
 @dataclasses.dataclass
@@ -249,6 +253,7 @@ def _close_params(target: Target, window: Window, refused: Malformed) -> dict[st
         "kind": target.kind.name,
         "offset": window.offset,
         "skipped": window.skipped,
+        "commit": target.commit,
         "errors": Jsonb([{"source_id": s, "reason": r[:1000]} for s, r in malformed])
         if malformed
         else None,

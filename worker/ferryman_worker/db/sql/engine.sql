@@ -160,10 +160,13 @@ RETURNING t.*;
 -- name: write_window
 -- A window in one statement: the provider's writer function ({writer}) writes the rows and
 -- claims their ledger slots, then ferryman_close_window records the row errors and the
--- checkpoint, or raises FM001 (the gate) and nothing of the window stays. Returns the row errors
--- recorded now and the rows written (such a writer matches none to the application's rows).
+-- checkpoint, or raises FM001 (the gate) and nothing of the window stays; ``commit`` says how the
+-- window's transaction commits ('off': asynchronously; NULL: as the session says). Returns the
+-- row errors recorded now and the rows written (such a writer matches none to the application's
+-- rows).
 SELECT ferryman_close_window(%(task_id)s, %(job_id)s, %(run_id)s, %(kind)s, %(offset)s,
-                             w.written, %(skipped)s::integer, %(errors)s) AS failed,
+                             w.written, %(skipped)s::integer, %(errors)s,
+                             p_commit => %(commit)s::text) AS failed,
        w.written, 0 AS matched
   FROM (SELECT {writer}(%(rows)s, %(workspace)s, %(kind)s, %(run_id)s) AS written) w;
 
@@ -174,7 +177,8 @@ SELECT {writer}(%(rows)s, %(workspace)s, %(kind)s, %(run_id)s) AS written;
 -- name: close_window
 -- A careful window's end: row errors, checkpoint and gate (see write_window).
 SELECT ferryman_close_window(%(task_id)s, %(job_id)s, %(run_id)s, %(kind)s, %(offset)s,
-                             %(written)s, %(skipped)s, %(errors)s, %(matched)s) AS failed;
+                             %(written)s, %(skipped)s, %(errors)s, %(matched)s,
+                             p_commit => %(commit)s::text) AS failed;
 
 -- name: finish_task
 -- With what the task's page listed (NULL for a tree task), for its kind's reconciliation.

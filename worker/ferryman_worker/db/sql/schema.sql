@@ -500,13 +500,17 @@ CREATE TABLE ferryman_workspaces (
 -- the records matched by the kind's natural key to rows the application already had.)
 CREATE FUNCTION ferryman_close_window(
     p_task_id bigint, p_job_id bigint, p_run_id bigint, p_kind text, p_offset integer,
-    p_written integer, p_skipped integer, p_errors jsonb, p_matched integer DEFAULT 0
+    p_written integer, p_skipped integer, p_errors jsonb, p_matched integer DEFAULT 0,
+    p_commit text DEFAULT NULL
 ) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     failed integer := 0;
     beat timestamptz;
 BEGIN
+    IF p_commit IS NOT NULL THEN  -- how this window's transaction commits (its own setting)
+        PERFORM set_config('synchronous_commit', p_commit, true);
+    END IF;
     IF jsonb_array_length(p_errors) > 0 THEN
         INSERT INTO ferryman_row_errors (run_id, task_id, kind, source_id, reason)
         SELECT p_run_id, p_task_id, p_kind, e.source_id, e.reason
