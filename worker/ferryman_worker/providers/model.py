@@ -2,9 +2,9 @@
 auth style and the options it takes, and the ``Provider`` protocol the engine calls.
 
 Every provider, declarative or written in Python, is built of these; the package's front
-(``ferryman_worker.providers``) re-exports them with the registry that finds providers. This
-module imports nothing of the package's front, so ``declarative`` can build on it while the
-front builds declarative providers from a run's snapshot.
+(``ferryman_worker.providers``) re-exports them with the registry that finds providers
+(``registry``). This module imports nothing of the package's front, so ``declarative`` can
+build on it while the registry builds declarative providers from a run's snapshot.
 """
 
 from __future__ import annotations
