@@ -2,7 +2,7 @@
 
 Which writer a kind gets: the run's mapping, if it maps the kind (statements generated from the
 mapping snapshot, see ``generate``); else the provider's own SQL function, if it has one
-(``writer``); else the landing table ``ferryman_landing``, where each record lands as
+(``Provider.writer``); else the landing table ``ferryman_landing``, where each record lands as
 jsonb. Every writer is given the named parameters the package's front describes.
 """
 
@@ -158,7 +158,7 @@ def landing(source_id: str = "/id", versions: generate.Versions = generate.FULL)
 def versions_for(run: dict[str, Any], provider: Provider, kind: str) -> generate.Versions:
     """How ``kind``'s records are versioned (its provider's ``changedSince.version``, else a
     hash of the record), and whether ``run`` is a delta."""
-    declared = getattr(provider, "kinds", {}).get(kind)
+    declared = provider.kinds.get(kind)
     changed = declared.changed_since if declared is not None else None
     delta = (run.get("options") or {}).get("mode") == "delta"
     if changed is None or not changed.version:
@@ -178,9 +178,8 @@ def writer_for(
     if snapshot and kind in (snapshot.get("mapping") or {}).get("kinds", {}):
         text = json.dumps(snapshot, sort_keys=True)
         return _generated(text, kind, versions, allowed or Policy())
-    function = getattr(provider, "writer", None)
-    name = function(kind) if callable(function) else None
+    name = provider.writer(kind)
     if name:
         return UpdatingFunctionWriter(name) if versions.delta else FunctionWriter(name)
-    declared = getattr(provider, "kinds", {}).get(kind)
+    declared = provider.kinds.get(kind)
     return landing(declared.id_pointer if declared is not None else "/id", versions)

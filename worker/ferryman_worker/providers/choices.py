@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ferryman_worker.errors import ConfigurationError
-from ferryman_worker.providers.model import Option, Provider
+from ferryman_worker.providers.model import Provider
 
 
 def options_for(provider: Provider, given: Mapping[str, str]) -> dict[str, Any]:
     """``spec.source.options`` checked against the options ``provider`` declares and typed, the
     defaults filled in; ConfigurationError, one line per problem, naming each field."""
-    declared: Mapping[str, Option] = getattr(provider, "options", {})
+    declared = provider.options
     problems = [
         f"spec.source.options.{name}: {provider.name!r} has no option {name!r}"
         f" (it has: {', '.join(sorted(declared)) or 'none'})"

@@ -1,9 +1,10 @@
 """Finds a run's provider: the declarative one its snapshot holds, else the one installed under
 its name.
 
-Installed providers are found through the ``ferryman.providers`` entry-point group. A provider
-package outside ferryman registers its migrations (destination tables, writers) in the
-``ferryman.migrations`` group (see ``db.migrate``).
+Installed providers are found through the ``ferryman.providers`` entry-point group; each entry
+is a ``Provider`` (a subclass's instance). A provider package outside ferryman registers its
+migrations (destination tables, writers) in the ``ferryman.migrations`` group (see
+``db.migrate``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,18 @@ def load(name: str) -> Provider:
             f"spec.source.provider: no provider named {name!r} is installed (known: {known}); "
             f"providers register under the {ENTRY_POINTS!r} entry-point group"
         )
-    provider: Provider = found[name].load()
+    return loaded(found[name])
+
+
+def loaded(entry: importlib.metadata.EntryPoint) -> Provider:
+    """What ``entry`` names, which must be a ``Provider``: ConfigurationError otherwise."""
+    provider = entry.load()
+    if not isinstance(provider, Provider):
+        raise ConfigurationError(
+            f"the provider installed as {entry.name!r} ({entry.value}) is a"
+            f" {type(provider).__name__}, not a Provider: register an instance of a subclass"
+            " of ferryman_worker.providers.Provider"
+        )
     return provider
 
 

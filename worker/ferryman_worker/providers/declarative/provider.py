@@ -16,7 +16,15 @@ from typing import Any
 from ferryman_worker.errors import ConfigurationError
 from ferryman_worker.providers.declarative import spec as s
 from ferryman_worker.providers.declarative.records import record_model
-from ferryman_worker.providers.model import AuthStyle, ChangedSince, Kind, OAuth2, Option, Split
+from ferryman_worker.providers.model import (
+    AuthStyle,
+    ChangedSince,
+    Kind,
+    OAuth2,
+    Option,
+    Provider,
+    Split,
+)
 from ferryman_worker.providers.pagination import Reply, Request, dig
 from ferryman_worker.providers.responses import ResponsePolicy
 
@@ -90,16 +98,14 @@ def _request(
     )
 
 
-class DeclaredProvider:
+class DeclaredProvider(Provider):
     """A provider declared by a document (``spec.ProviderDocument``)."""
 
     def __init__(self, document: s.ProviderDocument) -> None:
         self.document = document
         body = document.spec
         self.name = document.metadata.name
-        self.phases: tuple[tuple[str, ...], ...] = tuple(
-            tuple(phase) for phase in body.phase_order()
-        )
+        self.phases = tuple(tuple(phase) for phase in body.phase_order())
         self.auth = _auth(body.auth)
         self.options = {
             name: Option(option.type, option.default) for name, option in body.options.items()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ferryman_worker.providers import AuthStyle, ChangedSince, Kind, Reply, Request
+from ferryman_worker.providers import AuthStyle, ChangedSince, Kind, Provider, Reply, Request
 from ferryman_worker.providers.democrm import models
 from ferryman_worker.providers.pagination import Offset, Stops
 
@@ -24,7 +24,7 @@ CHILDREN = Offset(Stops(more="pagination.more"), offset="start", size="limit")
 """A deal's messages: page after page while ``pagination.more`` says so."""
 
 
-class DemoCRM:
+class DemoCRM(Provider):
     """The demo CRM's API paths, page shape and destination writers."""
 
     name = "democrm"
