@@ -13,6 +13,7 @@ import yaml
 from migration import request
 from psycopg.rows import tuple_row
 from pydantic import BaseModel, ConfigDict
+from stub_provider import StubProvider
 
 from ferryman_worker import destinations
 from ferryman_worker.db import connect
@@ -35,7 +36,7 @@ class Record(BaseModel):
     id: int
 
 
-class NoWriters:
+class NoWriters(StubProvider):
     """A provider that names no SQL writer function."""
 
     name = "crm"
@@ -68,7 +69,7 @@ class Import:
             (self.run_id, kind, f"k{len(records)}{records[0]['id']}", JOB),
         ).fetchone()
         assert task is not None
-        writer = destinations.writer_for({"mapping": self.snapshot}, NoWriters(), kind, SALES)  # type: ignore[arg-type]
+        writer = destinations.writer_for({"mapping": self.snapshot}, NoWriters(), kind, SALES)
         target = windows.Target(
             self.run_id, int(task["id"]), JOB, "acme", Kind(kind, Record), writer
         )

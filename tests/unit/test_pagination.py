@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import pytest
 from pydantic import BaseModel
+from stub_provider import StubProvider
 
 from ferryman_worker.engine import paging
 from ferryman_worker.providers import Kind, Reply, Request, ResponsePolicy, Split
@@ -190,12 +191,12 @@ def test_each_part_of_a_split_adds_its_parameters_and_has_its_own_key() -> None:
     )
     kind = _kind(Cursor(param="cursor"), split)
 
-    class _Provider:
+    class _Provider(StubProvider):
         def listing(self, kind: str, parent: Any) -> Request:
             return BASE
 
     at = paging.Position(1, 4, "tok")
-    sent = paging.request(_Provider(), kind, at, 10)  # type: ignore[arg-type]
+    sent = paging.request(_Provider(), kind, at, 10)
     assert sent.params == {
         "sort": "id",
         "updated_after": "2025",

@@ -1,19 +1,22 @@
 """What a provider is made of: its kinds (how each is walked, split, paged and answered), its
-auth style and the options it takes, and the ``Provider`` protocol the engine calls.
+auth style and the options it takes, and ``Provider``, the base class of every provider.
 
-Every provider, declarative or written in Python, is built of these; the package's front
-(``ferryman_worker.providers``) re-exports them with the registry that finds providers. This
-module imports nothing of the package's front, so ``declarative`` can build on it while the
-front builds declarative providers from a run's snapshot.
+Every provider, declarative or written in Python, subclasses ``Provider`` and is built of these;
+the package's front (``ferryman_worker.providers``) re-exports them with the registry that
+finds providers (``registry``). This module imports nothing of the package's front, so
+``declarative`` can build on it while the registry builds declarative providers from a run's
+snapshot.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import datetime
 import itertools
+import types
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -154,37 +157,6 @@ class Kind:
         return "/" + self.id.replace("~", "~0").replace("/", "~1")
 
 
-class Provider(Protocol):
-    """What the engine needs from a provider."""
-
-    name: str
-    phases: tuple[tuple[str, ...], ...]
-    kinds: dict[str, Kind]
-    auth: AuthStyle
-
-    def listing(self, kind: str, parent: Mapping[str, Any] | None) -> Request:
-        """The first page's request of ``kind`` (of ``parent``'s children for a tree kind),
-        without its paging parameters: the kind's pagination adds those."""
-        ...
-
-    def records(self, kind: str, reply: Reply) -> list[dict[str, Any]]:
-        """The records of one listing page."""
-        ...
-
-    def body(self, kind: str, record: dict[str, Any]) -> Request | None:
-        """The request for a tree child's body, or None when its listing carries all of it."""
-        ...
-
-    def merge_body(self, kind: str, record: dict[str, Any], body: Any) -> dict[str, Any]: ...
-
-    def writer(self, kind: str) -> str:
-        """The SQL function writing a window of ``kind``: ``(rows jsonb, workspace text, kind
-        text, run_id bigint) RETURNS integer``. It writes every row of the jsonb array and
-        claims their ledger slots in one statement and returns how many it wrote; a row whose
-        slot is taken makes it fail on the ledger's key."""
-        ...
-
-
 @dataclasses.dataclass(frozen=True)
 class Option:
     """An option a provider takes in ``spec.source.options`` (given as text)."""
@@ -192,3 +164,45 @@ class Option:
     type: Literal["string", "integer", "number", "boolean"] = "string"
     default: str | None = None
     """Its value when the run gives none; None: the run must give it."""
+
+
+class Provider(abc.ABC):
+    """What the engine needs from a provider; every provider subclasses it, declarative
+    (``declarative.DeclaredProvider``) or written in Python (``democrm.DemoCRM``).
+
+    A subclass names itself, its phases, its kinds and its auth style, and says how a kind is
+    listed, where a page's records are, and how a tree child's body is fetched and merged. What
+    it leaves out has a default: no options, no kinds, no SQL writer of its own.
+    """
+
+    name: str
+    phases: tuple[tuple[str, ...], ...]
+    kinds: Mapping[str, Kind] = types.MappingProxyType({})
+    auth: AuthStyle
+    options: Mapping[str, Option] = types.MappingProxyType({})
+    """The options a run may give in ``spec.source.options``, by name."""
+
+    @abc.abstractmethod
+    def listing(self, kind: str, parent: Mapping[str, Any] | None) -> Request:
+        """The first page's request of ``kind`` (of ``parent``'s children for a tree kind),
+        without its paging parameters: the kind's pagination adds those."""
+
+    @abc.abstractmethod
+    def records(self, kind: str, reply: Reply) -> list[dict[str, Any]]:
+        """The records of one listing page."""
+
+    @abc.abstractmethod
+    def body(self, kind: str, record: dict[str, Any]) -> Request | None:
+        """The request for a tree child's body, or None when its listing carries all of it."""
+
+    @abc.abstractmethod
+    def merge_body(self, kind: str, record: dict[str, Any], body: Any) -> dict[str, Any]:
+        """``record`` with the ``body`` its body request answered merged in."""
+
+    def writer(self, kind: str) -> str | None:
+        """The SQL function writing a window of ``kind``: ``(rows jsonb, workspace text, kind
+        text, run_id bigint) RETURNS integer``. It writes every row of the jsonb array and
+        claims their ledger slots in one statement and returns how many it wrote; a row whose
+        slot is taken makes it fail on the ledger's key. None (or ""): the provider has none,
+        and the run's mapping or the landing table takes the kind."""
+        return None

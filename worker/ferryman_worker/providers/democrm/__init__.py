@@ -2,80 +2,32 @@
 and the e-mail messages of each deal (a tree: listed per deal, bodies fetched one by one).
 
 ``provider`` (registered as ``democrm``) is declared in ``provider.yaml``; ``DemoCRM`` says the
-same in Python (registered as ``democrm_python``): the example of a provider in code, for what
-a YAML document cannot say."""
+same in Python (registered as ``democrm_python``, in ``demo_crm``): the example of a provider in
+code, for what a YAML document cannot say. This module only re-exports them."""
 
 from __future__ import annotations
 
-import pathlib
-from collections.abc import Mapping
-from typing import Any
-
-from ferryman_worker.providers import (
-    AuthStyle,
-    ChangedSince,
-    Kind,
-    Reply,
-    Request,
-    declarative,
+from ferryman_worker.providers.democrm.declared import PROVIDER_FILE, provider
+from ferryman_worker.providers.democrm.demo_crm import (
+    BODY_COST,
+    CHANGED,
+    CHILDREN,
+    LISTING,
+    LISTING_COST,
+    MAX_PAGE,
+    DemoCRM,
+    python_provider,
 )
-from ferryman_worker.providers.democrm import models
-from ferryman_worker.providers.pagination import Offset, Stops
 
-LISTING_COST = 20
-BODY_COST = 1
-MAX_PAGE = 500
-
-LISTING = Offset(offset="start", size="limit")
-"""Top-level listings: by start offset, striped; a short page is the last."""
-CHANGED = ChangedSince("updated_since", version="updated_at", deleted="deleted")
-"""A delta lists what changed since a time; each record's updated_at is its version; a deleted
-record is a tombstone marked deleted."""
-CHILDREN = Offset(Stops(more="pagination.more"), offset="start", size="limit")
-"""A deal's messages: page after page while ``pagination.more`` says so."""
-
-
-class DemoCRM:
-    """The demo CRM's API paths, page shape and destination writers."""
-
-    name = "democrm"
-    phases: tuple[tuple[str, ...], ...] = (
-        ("organizations",),
-        ("people",),
-        ("deals",),
-        ("messages",),
-    )
-    kinds = {
-        "organizations": Kind(
-            "organizations", models.Organization, pagination=LISTING, changed_since=CHANGED
-        ),
-        "people": Kind("people", models.Person, pagination=LISTING, changed_since=CHANGED),
-        "deals": Kind("deals", models.Deal, pagination=LISTING, changed_since=CHANGED),
-        "messages": Kind(
-            "messages", models.Message, walk="tree", parent="deals", pagination=CHILDREN
-        ),
-    }
-    auth = AuthStyle("bearer")
-
-    def listing(self, kind: str, parent: Mapping[str, Any] | None) -> Request:
-        if parent is not None:
-            return Request(f"/v1/deals/{parent['id']}/messages", cost=LISTING_COST)
-        return Request(f"/v1/{kind}", cost=LISTING_COST)
-
-    def records(self, kind: str, reply: Reply) -> list[dict[str, Any]]:
-        return list(reply.body["data"])
-
-    def body(self, kind: str, record: dict[str, Any]) -> Request:
-        return Request(f"/v1/messages/{record['id']}", cost=BODY_COST)
-
-    def merge_body(self, kind: str, record: dict[str, Any], body: Any) -> dict[str, Any]:
-        return {**record, "body": body.get("body")}
-
-    def writer(self, kind: str) -> str:
-        return f"democrm_write_{kind}"  # sql/migrations/0005_democrm_writers.sql
-
-
-PROVIDER_FILE = pathlib.Path(__file__).with_name("provider.yaml")
-
-python_provider = DemoCRM()
-provider = declarative.load_file(PROVIDER_FILE)
+__all__ = [
+    "BODY_COST",
+    "CHANGED",
+    "CHILDREN",
+    "LISTING",
+    "LISTING_COST",
+    "MAX_PAGE",
+    "PROVIDER_FILE",
+    "DemoCRM",
+    "provider",
+    "python_provider",
+]
