@@ -3,21 +3,23 @@
 ledger, nothing to write) against the first run of the same data from the same server, and
 against the listing alone (the same pages fetched and parsed, nothing written).
 
-For each server (json-server, PocketBase: hack/sources, built and seeded on first use) and round,
-into a fresh database: ``first`` (``ferryman run`` of examples/sources/<server>, as
-hack/bench/sources.py runs it), then ``again`` (the same run under another name: same workspace,
-same ledger), then ``alone`` (every page the run lists, read as ``ferryman provider sample``
-reads them: the same requests, one after another on one client, each record validated, nothing
-written). Each is timed by the run's own start and finish (``alone``: its loop), with the
-CPU-seconds of the loader, the server and PostgreSQL; per kind, a run's seconds are its tasks'
-span.
+For the demo CRM (its organizations and as many people, written into the application's tables
+by its shipped mapping, on a worker in this process) and each real server (json-server,
+PocketBase: hack/sources, built and seeded on first use), per round, into a fresh database:
+``first`` (for a real server, ``ferryman run`` of examples/sources/<server> as
+hack/bench/sources.py runs it), then ``again`` (the same run under another name: same
+workspace, same ledger), then ``alone`` (every page the run lists, read as ``ferryman provider
+sample`` reads them: the same requests, one after another on one client, each record
+validated, nothing written). Each is timed by the run's own start and finish (``alone``: its
+loop), with the CPU-seconds of the loader, the server and PostgreSQL; per kind, a run's seconds
+are its tasks' span.
 
 The LAST line is one JSON object: ``<server>_rerun_vs_first_run`` (again's seconds over first's,
 the median of the rounds' ratios; target <= 0.5), ``<server>_rerun_vs_listing`` (again's over
 alone's; target <= 1.2) and the same per kind, with the loads they come from.
 
     .venv/bin/python -P hack/bench/rerun.py [--rounds N] [--page N] [--organizations N]
-        [--servers json-server,pocketbase]
+        [--servers democrm,json-server,pocketbase]
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import tempfile
 import time
 from typing import Any
 
+from ferryman_worker import providers
 from ferryman_worker.db import connect, databases, migrate
 from ferryman_worker.engine import auth, sample
 from ferryman_worker.engine.source import SourceClient
@@ -39,10 +42,16 @@ from ferryman_worker.providers import declarative
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
+import meter
+import migrate as migrate_bench  # hack/bench/migrate.py: the demo CRM and its runs
+
 import sources
 from sources import Load, Target, log
 
-SERVERS = ("json-server", "pocketbase")
+SERVERS = ("democrm", "json-server", "pocketbase")
+DEMOCRM_KINDS = ["organizations", "people"]
+"""The demo CRM's page-walked kinds, one phase after the other (people refer to organizations),
+written into the application's tables by its shipped mapping."""
 
 
 def ferryman_run(
@@ -98,6 +107,60 @@ def listing_alone(target: Target, db_url: str, pg_pid: int) -> tuple[Load, dict[
 
 UNCAPPED = 10**9
 """Pages ``listing_alone`` may read of a collection: all of them (its stop rules end it)."""
+
+
+def democrm_rounds(size: int, dbs: databases.Scratchpad, rounds: int) -> list[dict[str, Any]]:
+    """The rounds against the demo CRM (``size`` organizations and as many people), its runs on
+    a worker in this process (hack/bench/migrate.py), its listing alone through its provider."""
+    measured = []
+    with migrate_bench.democrm(organizations=size, people=size, deals=0) as (url, crm_pid):
+        for round_ in range(rounds):
+            with dbs.fresh() as db:
+                with connect.connect(db) as conn:
+                    migrate.migrate(conn)
+                    conn.execute("CHECKPOINT")
+                pg = meter.postmaster(db)
+                loads = {}
+                for what in ("first", "again"):
+                    with meter.metered(crm_pid, pg) as spent:
+                        result = migrate_bench.run_import(
+                            db, url, DEMOCRM_KINDS, name=f"bench/{what}-{round_}"
+                        )
+                    loads[what] = (
+                        Load(2 * size, result["seconds"], vars(spent)),
+                        result["per_kind"],
+                    )
+                with meter.metered(crm_pid, pg) as spent:
+                    alone, per_kind = democrm_listing(url)
+                loads["alone"] = (Load(2 * size, alone, vars(spent)), per_kind)
+            measured.append(
+                {k: load.summary() | {"kinds_s": kinds} for k, (load, kinds) in loads.items()}
+            )
+            log(
+                f"democrm round {round_ + 1}: "
+                + ", ".join(f"{k} {v[0].seconds:.2f} s" for k, v in loads.items())
+            )
+    return measured
+
+
+def democrm_listing(url: str) -> tuple[float, dict[str, float]]:
+    """Every page of the demo CRM's kinds read through its provider (``engine.sample``), one
+    after another on one client; the seconds in all and per kind."""
+    provider = providers.resolve("democrm", None)
+    values = {role: migrate_bench.API_KEY for role in auth.KEYS[provider.auth.style]}
+    client = SourceClient(url, auth.build(provider.auth, values), timeout=120.0)
+    per_kind = {}
+    try:
+        began = time.perf_counter()
+        for name in DEMOCRM_KINDS:
+            started = time.perf_counter()
+            size = provider.kinds[name].max_page_size
+            for _ in sample.sample(provider, name, client, pages=UNCAPPED, page_size=size):
+                pass
+            per_kind[name] = time.perf_counter() - started
+        return time.perf_counter() - began, per_kind
+    finally:
+        client.close()
 
 
 def rounds_of(target: Target, dbs: databases.Scratchpad, rounds: int) -> list[dict[str, Any]]:
@@ -159,6 +222,9 @@ def main() -> None:
     ):
         dbs = databases.Scratchpad(admin_url, "ferryman_rerunbench")
         for name in args.servers:
+            if name == "democrm":
+                out |= summary(name, democrm_rounds(args.organizations, dbs, args.rounds))
+                continue
             target = sources.started(name, pathlib.Path(scratch) / name, args)
             try:
                 out |= summary(name, rounds_of(target, dbs, args.rounds))
