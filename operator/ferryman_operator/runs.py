@@ -249,10 +249,7 @@ class Runs:
         meta = body["metadata"]
         if decided.changes:
             await self._kube.patch_run_status(meta["namespace"], meta["name"], decided.changes)
-        for event in decided.events:
-            await self._kube.post_event(
-                dict(body), event.type, event.reason, event.message[: events.MAX_MESSAGE]
-            )
+        await events.create(self._kube, body, decided.events)
         await self._expire(body, decided.status, decided.now)
 
     def _lock(self, key: str) -> asyncio.Lock:
