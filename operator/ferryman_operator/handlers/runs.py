@@ -15,12 +15,11 @@ from ferryman_operator.errors import DatabaseUnavailable
 from ferryman_operator.fleet import Fleet
 from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.reconcile import lifecycle, readmission
-from ferryman_operator.reconcile.admission import Candidate
-from ferryman_operator.runs import Runs, candidate
+from ferryman_operator.reconcile.admission import Candidate, candidate
+from ferryman_operator.runs import Runs
 from ferryman_worker.runspec import VERIFY_ANNOTATION
 
 RESOURCE = (crd.GROUP, crd.VERSION, crd.PLURAL)
-FINISHED = ("Succeeded", "Failed", "Cancelled")
 BACKOFF = 5.0
 """Seconds before a handler that raised something unexpected runs again (kopf's default: 60)."""
 
@@ -109,7 +108,7 @@ def live(status: kopf.Status, annotations: kopf.Annotations, **_: Any) -> bool:
     interval (``fleet``)."""
     found = status or {}
     verify = (annotations or {}).get(VERIFY_ANNOTATION)
-    return found.get("state") not in FINISHED or lifecycle.verify_pending(
+    return found.get("state") not in lifecycle.FINISHED or lifecycle.verify_pending(
         verify, found.get("verification")
     )
 
