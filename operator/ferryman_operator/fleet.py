@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 
 from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.reconcile.admission import Candidate
-from ferryman_operator.runs import Live, Runs
+from ferryman_operator.reconcile.refresh import Live
+from ferryman_operator.runs import Runs
 
 log = logging.getLogger("ferryman.operator.fleet")
 

@@ -1,6 +1,7 @@
-"""Sizing the worker Deployment from its pool spec: observe (ConfigMap, Deployment, the
-database's budget), decide (``reconcile.pool``), write only what differs, and remember the
-verdict for the runs' WorkersReady condition and default in-flight limit."""
+"""Sizing the worker Deployment from its pool spec: observe (ConfigMap, the database's budget),
+decide (``reconcile.pool``), have ``resources.deployment`` write only what differs into the
+Deployment, and remember the verdict for the runs' WorkersReady condition and default in-flight
+limit."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ferryman_operator.kube import Kube, NotLeading
 from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.reconcile import pool
 from ferryman_operator.reconcile.conditions import Wanted
+from ferryman_operator.resources import deployment
 from ferryman_worker import contract
 
 log = logging.getLogger("ferryman.operator.workers")
@@ -28,7 +30,7 @@ class Workers:
         self._metrics = metrics
         self._default_width = default_width
         self.verdicts: dict[str, pool.Sizing] = {}
-        self._warned: dict[str, str] = {}
+        self._deployments = deployment.Deployments(kube)
 
     def _verdict_for(self, namespace: str) -> pool.Sizing | None:
         ordered = sorted(self.verdicts.items())
@@ -90,23 +92,4 @@ class Workers:
             sizing = pool.size(spec, budget)
         self.verdicts[key] = sizing
         self._metrics.sizing.set(namespace, fullname, sizing)
-        deployments = await self._kube.deployments(namespace, f"{pool.WORKERS_LABEL}={fullname}")
-        for deployment in deployments:
-            await self._apply(key, deployment, sizing)
-
-    async def _apply(self, key: str, deployment: dict[str, object], sizing: pool.Sizing) -> None:
-        meta = deployment["metadata"]
-        assert isinstance(meta, dict)
-        if not sizing.fits:
-            if self._warned.get(key) != sizing.message:
-                self._warned[key] = sizing.message
-                log.warning("pool spec %s: %s", key, sizing.message)
-                await self._kube.post_event(deployment, "Warning", sizing.reason, sizing.message)
-            return
-        self._warned.pop(key, None)
-        patch = pool.deployment_patch(deployment, sizing)
-        if patch is None:
-            return
-        await self._kube.patch_deployment(meta["namespace"], meta["name"], patch)
-        log.info("pool spec %s: Deployment %s resized: %s", key, meta["name"], sizing.message)
-        await self._kube.post_event(deployment, "Normal", "PoolSpecApplied", sizing.message)
+        await self._deployments.size(namespace, fullname, sizing)

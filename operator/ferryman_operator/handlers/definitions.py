@@ -12,8 +12,8 @@ import kopf
 
 from ferryman_operator import crd
 from ferryman_operator.reconcile import readmission
-from ferryman_operator.reconcile.admission import Candidate
-from ferryman_operator.runs import Runs, candidate
+from ferryman_operator.reconcile.admission import Candidate, candidate
+from ferryman_operator.runs import Runs
 
 
 def register(registry: kopf.OperatorRegistry, runs: Runs) -> None:

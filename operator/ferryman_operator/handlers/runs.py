@@ -15,12 +15,11 @@ from ferryman_operator.errors import DatabaseUnavailable
 from ferryman_operator.fleet import Fleet
 from ferryman_operator.metrics import OperatorMetrics
 from ferryman_operator.reconcile import lifecycle, readmission
-from ferryman_operator.reconcile.admission import Candidate
-from ferryman_operator.runs import Runs, candidate
+from ferryman_operator.reconcile.admission import Candidate, candidate
+from ferryman_operator.runs import Runs
 from ferryman_worker.runspec import VERIFY_ANNOTATION
 
 RESOURCE = (crd.GROUP, crd.VERSION, crd.PLURAL)
-FINISHED = ("Succeeded", "Failed", "Cancelled")
 BACKOFF = 5.0
 """Seconds before a handler that raised something unexpected runs again (kopf's default: 60)."""
 
@@ -31,6 +30,15 @@ def register(
     metrics: OperatorMetrics,
     fleet: Fleet,
 ) -> None:
+    _reconciled(registry, runs, metrics)
+    _indexed(registry)
+    _watched(registry, runs, fleet)
+    _ended(registry, runs, metrics)
+
+
+def _reconciled(registry: kopf.OperatorRegistry, runs: Runs, metrics: OperatorMetrics) -> None:
+    """The index of every run by workspace, and the reconcile of a run created or changed."""
+
     @kopf.index(*RESOURCE, id="waiting", registry=registry)
     def waiting(body: kopf.Body, **_: Any) -> dict[str, Candidate]:
         """Every run by workspace: who is first in line for admission."""
@@ -57,6 +65,11 @@ def register(
     ) -> None:
         await sync("updated", body, patch, waiting)
 
+
+def _indexed(registry: kopf.OperatorRegistry) -> None:
+    """The indexes of the live runs (the fleet-wide refresh's) and of the refused runs that
+    await a provider or mapping."""
+
     @kopf.index(*RESOURCE, id="live", when=live, registry=registry)
     def live_runs(body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
         """Every live run's object (a copy), for the fleet-wide refresh; a finished run leaves."""
@@ -67,6 +80,10 @@ def register(
         """Each refused run (a copy) under the provider and mapping it awaits, if any."""
         named = readmission.awaited(body)
         return {key: copy.deepcopy(dict(body)) for key in named}
+
+
+def _watched(registry: kopf.OperatorRegistry, runs: Runs, fleet: Fleet) -> None:
+    """Watch events: a run just refused for its provider or mapping, and the end of the listing."""
 
     @kopf.on.event(*RESOURCE, id="refused", when=awaits, registry=registry)
     async def refused(
@@ -85,6 +102,10 @@ def register(
         """kopf calls no handler before it listed every run: the refresh may begin (on the
         event loop: an asyncio.Event is set)."""
         fleet.list_done(live, waiting)
+
+
+def _ended(registry: kopf.OperatorRegistry, runs: Runs, metrics: OperatorMetrics) -> None:
+    """A run's end: finished (its TTL), or deleted (cancelled, behind our finalizer)."""
 
     @kopf.daemon(
         *RESOURCE, id="finished", when=finished, cancellation_timeout=1.0, registry=registry
@@ -109,7 +130,7 @@ def live(status: kopf.Status, annotations: kopf.Annotations, **_: Any) -> bool:
     interval (``fleet``)."""
     found = status or {}
     verify = (annotations or {}).get(VERIFY_ANNOTATION)
-    return found.get("state") not in FINISHED or lifecycle.verify_pending(
+    return found.get("state") not in lifecycle.FINISHED or lifecycle.verify_pending(
         verify, found.get("verification")
     )
 

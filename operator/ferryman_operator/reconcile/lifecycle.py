@@ -1,9 +1,15 @@
-"""Suspend, resume, retry and time-to-live, decided from the spec and what the database says."""
+"""Suspend, resume, retry, verification and time-to-live, decided from the spec and what the
+database says."""
 
 from __future__ import annotations
 
 import datetime
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from ferryman_worker.contract import RunProgress
+
+FINISHED: Final = ("Succeeded", "Failed", "Cancelled")
 
 
 def suspension(wanted: bool, running: bool, suspended: bool) -> Literal["suspend", "resume"] | None:
@@ -24,6 +30,11 @@ def verify_requested(annotation: str | None, finished: bool, answered: str | Non
     return bool(annotation) and finished and annotation != answered
 
 
+def answered(progress: RunProgress) -> str | None:
+    """The ferryman.dev/verify value the run's latest verification answers (None: none)."""
+    return None if progress.verification is None else progress.verification.request
+
+
 def verify_pending(annotation: str | None, verification: dict[str, object] | None) -> bool:
     """Whether the run's status still waits on the ``ferryman.dev/verify`` value (asked for and
     not answered, or being worked on): such a finished run is refreshed like a live one."""
@@ -41,3 +52,15 @@ def ttl_left(
     if ttl_seconds is None or finished_at is None:
         return None
     return (finished_at + datetime.timedelta(seconds=ttl_seconds) - now).total_seconds()
+
+
+def expires_in(body: Mapping[str, Any], now: datetime.datetime) -> float | None:
+    """Seconds until the finished run ``body`` (its status says so) is to be deleted; None:
+    not finished, or no TTL."""
+    found = body.get("status") or {}
+    finished = found.get("finishedAt") if found.get("state") in FINISHED else None
+    ttl = (body.get("spec") or {}).get("ttlSecondsAfterFinished")
+    if finished is None or ttl is None:
+        return None
+    at = datetime.datetime.fromisoformat(str(finished).replace("Z", "+00:00"))
+    return ttl_left(int(ttl), at, now)

@@ -225,6 +225,33 @@ def test_suspend_resume_retry_and_ttl() -> None:
     assert lifecycle.ttl_left(60, T0, T1) == 30 and lifecycle.ttl_left(None, T0, T1) is None
 
 
+def test_a_finished_run_with_a_ttl_expires_that_long_after_it_finished() -> None:
+    def body(state: str, ttl: int | None = 60) -> dict[str, Any]:
+        spec = {} if ttl is None else {"ttlSecondsAfterFinished": ttl}
+        return {"spec": spec, "status": {"state": state, "finishedAt": "2026-12-01T12:00:00Z"}}
+
+    assert lifecycle.expires_in(body("Succeeded"), T1) == 30
+    assert lifecycle.expires_in(body("Cancelled", ttl=0), T1) == -30  # due: deleted now
+    assert lifecycle.expires_in(body("Running"), T1) is None
+    assert lifecycle.expires_in(body("Failed", ttl=None), T1) is None
+
+
+def test_a_run_object_is_known_by_its_creation_key_workspace_and_state() -> None:
+    body = {
+        "metadata": {
+            "namespace": "ns",
+            "name": "acme-crm",
+            "creationTimestamp": "2026-12-01T10:00:00Z",
+            "deletionTimestamp": "2026-12-01T12:00:00Z",
+        },
+        "spec": {"workspace": "acme"},
+        "status": {"state": "Queued"},
+    }
+    found = admission.candidate(body)
+    assert found == Candidate("2026-12-01T10:00:00Z", "ns/acme-crm", "acme", "Queued", True)
+    assert not found.waiting  # being deleted
+
+
 # -- pool spec --------------------------------------------------------------------------------
 
 BUDGET = ConnectionBudget(max_connections=40, superuser_reserved=3, reserved=0)

@@ -10,7 +10,7 @@ from typing import Any
 from runprogress import run_progress
 from tests.unit.test_runspec import VALID
 
-from ferryman_operator.reconcile import admission, lifecycle, refresh
+from ferryman_operator.reconcile import admission, lifecycle, refresh, visit
 from ferryman_operator.reconcile.admission import Candidate
 from ferryman_operator.reconcile.conditions import Wanted
 from ferryman_operator.reconcile.status import Observation, Refusal
@@ -37,9 +37,8 @@ def settled(
     ahead: Candidate | None = None,
     busy: dict[str, str] | None = None,
 ) -> Observation | None:
-    return refresh.settled(
-        found, run(**(spec or {})), old or {}, annotation, ahead, WORKERS, busy or {}
-    )
+    asked = visit.Asked(run(**(spec or {})), old or {}, WORKERS, retry=annotation, ahead=ahead)
+    return refresh.settled(found, asked, busy or {})
 
 
 def test_a_running_run_is_observed_from_the_read_of_them_all() -> None:
@@ -99,7 +98,7 @@ def _verified(request: str, state: str = "done") -> contract.Verification:
 def test_a_verify_annotation_needs_a_visit_once_the_run_finished_and_until_it_is_answered() -> None:
     def verify(progress: contract.RunProgress, value: str) -> Observation | None:
         found = LiveRun(progress)
-        return refresh.settled(found, run(), {}, None, None, WORKERS, {}, value)
+        return refresh.settled(found, visit.Asked(run(), {}, WORKERS, verify=value), {})
 
     running = run_progress()
     done = run_progress(state=RunState.SUCCEEDED, finished_at=running.started_at)
