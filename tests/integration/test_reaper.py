@@ -122,6 +122,7 @@ def test_a_live_claim_is_kept_until_it_is_stale_then_fenced_out(
                     "skipped": 0,
                     "matched": 0,
                     "errors": Jsonb([]),
+                    "commit": None,
                 },
             )
     assert refused.value.sqlstate == windows.GATE_CLOSED  # the task is no longer its own
