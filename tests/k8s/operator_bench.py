@@ -42,6 +42,10 @@ POLL = 0.25
 or asks a process over HTTP, on a machine the operator and the workers share."""
 eventually = functools.partial(wait_for, interval=POLL)
 """``net.wait_for(check, timeout, what)`` at the control plane's pace."""
+COLD_START = 120.0
+"""Seconds an operator process may take to start and first read the Lease. Importing the
+operator alone took 11-19 s at a load average of 9-14 on two cores (3 s of CPU), and the first
+Lease request waits on an API server as starved; 30 s failed 3 of 7 starts there."""
 
 
 def install_crd(cp: Any) -> None:
@@ -206,10 +210,8 @@ class Bench:
         )
         return result.stdout.strip() or None if result.returncode == 0 else None
 
-    def wait_leader(self, process: Process, timeout: float = 120) -> None:
-        """Wait until ``process`` holds the Lease. The default bounds a cold start: importing the
-        operator alone took 11-19 s at a load average of 9-14 on two cores (3 s of CPU), and the
-        first Lease request waits on an API server as starved; 30 s failed 3 of 7 starts there."""
+    def wait_leader(self, process: Process, timeout: float = COLD_START) -> None:
+        """Wait until ``process`` holds the Lease (the default bounds a cold start)."""
 
         def leads() -> bool:
             if not process.alive():
@@ -218,6 +220,18 @@ class Bench:
             return self.leader() == identity
 
         eventually(leads, timeout, f"{process.name} to hold the Lease")
+
+    def wait_standby(self, process: Process, timeout: float = COLD_START) -> None:
+        """Wait until ``process`` stands by: it has started, read the Lease and found it held by
+        another (it logs "waiting for Lease" once, after its first try). Its start is as slow as
+        a leader's, so the same bound."""
+
+        def stands_by() -> bool:
+            if not process.alive():
+                raise Hopeless(f"{process.name} exited:\n{process.output()}")
+            return "waiting for Lease" in process.output()
+
+        eventually(stands_by, timeout, f"{process.name} to stand by for the Lease")
 
     def workers(
         self,
