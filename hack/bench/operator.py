@@ -42,7 +42,6 @@ import json
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -57,6 +56,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "support")]
 sys.path.append(str(ROOT / "hack" / "bench"))  # appended: queue.py there must not shadow queue
 
 import meter  # noqa: E402
+from net import free_port  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 from psycopg.conninfo import make_conninfo  # noqa: E402
 from tests.democrm.server_fixture import DemoCRM  # noqa: E402
@@ -83,12 +83,6 @@ ORGS: dict[str, Any] = {"kinds": ["organizations"], "options": {"pageSize": 10, 
 
 
 # -- PostgreSQL with pg_stat_statements --------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -223,7 +217,7 @@ def latencies(world: operator_bench.Bench, crm: DemoCRM, label: str, count: int)
             name = f"probe-{label}-{number}"
             began = time.monotonic()
             world.apply(operator_bench.run_manifest(name, crm.url, workspace=name, **ORGS))
-            operator_bench.eventually(admitted(seen, name), 60, f"{name} admitted", 0.02)
+            operator_bench.eventually(admitted(seen, name), 60, f"{name} admitted", interval=0.02)
             found.append(seen.seen[name] - began)
         return found
     finally:

@@ -22,8 +22,9 @@ from migration import (
     state,
     wait_finished,
 )
+from net import wait_for
 from tests.democrm.server_fixture import DemoCRM
-from workers import Subprocess, scalar, subprocesses, wait_for
+from workers import Subprocess, scalar, subprocesses
 
 from ferryman_worker.db import connect, databases, embedded
 from ferryman_worker.engine.runtime import credential_env_var

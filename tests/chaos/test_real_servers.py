@@ -21,8 +21,9 @@ from migration import (
     start_run,
     wait_finished,
 )
+from net import wait_for
 from source_servers import Running, pb
-from workers import Subprocess, wait_for
+from workers import Subprocess
 
 from ferryman_worker.engine import runs
 from ferryman_worker.engine.runtime import credential_env_var

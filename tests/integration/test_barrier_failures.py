@@ -26,8 +26,9 @@ from migration import (
     task_jobs,
     wait_finished,
 )
+from net import wait_for
 from tests.democrm.server_fixture import DemoCRM
-from workers import scalar, wait_for
+from workers import scalar
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs

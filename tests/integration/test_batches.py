@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import ferryman_testjobs as tj
 import pytest
-from workers import Subprocess, in_process, scalar, subprocesses, wait_for
+from net import wait_for
+from workers import Subprocess, in_process, scalar, subprocesses
 
 from ferryman_worker.db import connect
 from ferryman_worker.queue import admin, batch, enqueue, enqueue_many

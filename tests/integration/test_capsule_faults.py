@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import ferryman_testjobs as tj
 import pytest
+from net import wait_for
 from psycopg import sql
-from workers import in_process, scalar, wait_for
+from workers import in_process, scalar
 
 from ferryman_worker.db import connect
 from ferryman_worker.queue import batch, enqueue

@@ -7,7 +7,8 @@ import itertools
 import threading
 import time
 
-from workers import scalar, wait_for
+from net import wait_for
+from workers import scalar
 
 from ferryman_worker.db import connect
 from ferryman_worker.queue import Registry, cron, job

@@ -22,9 +22,10 @@ from migration import (
     start_run,
     wait_finished,
 )
+from net import wait_for
 from psycopg.types.json import Jsonb
 from tests.democrm.server_fixture import DemoCRM
-from workers import Subprocess, scalar, wait_for
+from workers import Subprocess, scalar
 
 from ferryman_worker import destinations, providers
 from ferryman_worker.db import connect

@@ -16,8 +16,8 @@ from migration import (
     state,
     wait_finished,
 )
+from net import wait_for
 from tests.democrm.server_fixture import DemoCRM
-from workers import wait_for
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs, tree

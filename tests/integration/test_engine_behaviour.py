@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -21,8 +20,8 @@ from migration import (
     state,
     wait_finished,
 )
+from net import free_port, wait_for
 from tests.democrm.server_fixture import DemoCRM
-from workers import wait_for
 
 from ferryman_worker import cli, contract
 from ferryman_worker.db import connect, queries
@@ -327,9 +326,7 @@ def _task_job_errors(db_url: str) -> list[str]:
 def test_a_source_that_is_down_shows_as_tasks_retrying(
     db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    url = f"http://127.0.0.1:{free_port()}"  # a port nothing listens on
     with credential("any-key"), engine_worker(db_url):
         run_id = start_run(db_url, request(url, kinds=["organizations"], stripes=1))
         wait_for(lambda: _retrying(db_url, run_id), 30, "a failed attempt")

@@ -9,8 +9,8 @@ import datetime
 
 import pytest
 from migration import credential, engine_worker, request, start_run
+from net import wait_for
 from tests.democrm.server_fixture import DemoCRM
-from workers import wait_for
 
 from ferryman_worker import console, contract, eta
 from ferryman_worker.db import connect

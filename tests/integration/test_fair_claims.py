@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 from migration import SECRET, request, start_run
+from net import wait_for
 from tests.democrm.server_fixture import DemoCRM
-from workers import Subprocess, scalar, wait_for
+from workers import Subprocess, scalar
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine.runtime import credential_env_var

@@ -12,18 +12,13 @@ from collections.abc import Iterator
 import ferryman_testjobs as tj
 import httpx
 import pytest
-from workers import Subprocess, scalar, wait_for
+from net import free_port, wait_for
+from workers import Subprocess, scalar
 
 from ferryman_worker.db import connect
 from ferryman_worker.queue import enqueue
 
 HEARTBEAT = 0.5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(port: int, path: str) -> httpx.Response:

@@ -9,9 +9,10 @@ import sys
 
 import yaml
 from migration import check_against_truth
+from net import wait_for
 from runfiles import command_env, run_file, run_yaml
 from tests.democrm.server_fixture import DemoCRM
-from workers import scalar, wait_for
+from workers import scalar
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs

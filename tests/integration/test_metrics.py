@@ -5,15 +5,15 @@ checked against the database and the demo CRM's own call counts."""
 from __future__ import annotations
 
 import datetime
-import socket
 from typing import Any
 
 import ferryman_testjobs as tj
 import httpx
 from faulty import PASSWORD, TOKEN, faulty_crm, worker_process
 from migration import request, start_run, wait_finished
+from net import free_port, wait_for
 from scrape import has, scrape, total
-from workers import SUPPORT, wait_for
+from workers import SUPPORT
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine.credentials import Credential, url_host
@@ -220,12 +220,6 @@ def test_a_jobs_wake_up_latency_is_from_its_due_time_to_its_claim(db_url: str) -
     assert total(after, "ferryman_job_wake_latency_seconds_count", queue="wakeprobe") == 1
     wake = total(after, "ferryman_job_wake_latency_seconds_sum", queue="wakeprobe")
     assert wake >= 1.5 and abs(wake - waited) < 0.5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ready(port: int) -> bool:

@@ -15,10 +15,11 @@ import httpx
 import psycopg
 import pytest
 import yaml
+from net import wait_for
 from psycopg import sql
 from runfiles import command_env, run_file
 from tests.democrm.server_fixture import DemoCRM
-from workers import scalar, wait_for
+from workers import scalar
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine.runtime import credential_env_var

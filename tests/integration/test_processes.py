@@ -7,7 +7,8 @@ import time
 
 import ferryman_testjobs as tj
 import pytest
-from workers import Subprocess, scalar, subprocesses, wait_for
+from net import wait_for
+from workers import Subprocess, scalar, subprocesses
 
 from ferryman_worker.db import connect
 from ferryman_worker.queue import enqueue, enqueue_many

@@ -27,9 +27,10 @@ from migration import (
     task_jobs,
     wait_finished,
 )
+from net import wait_for
 from psycopg.types.json import Jsonb
 from tests.democrm.server_fixture import DemoCRM
-from workers import Subprocess, scalar, wait_for
+from workers import Subprocess, scalar
 
 from ferryman_worker.db import connect, queries
 from ferryman_worker.engine import runs, windows

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 
 import ferryman_testjobs as tj
 import pytest
-from workers import in_process, scalar, subprocesses, wait_for
+from net import wait_for
+from workers import in_process, scalar, subprocesses
 
 from ferryman_worker.db import connect, databases, embedded, migrate, queries
 from ferryman_worker.queue import enqueue

@@ -5,13 +5,13 @@ from __future__ import annotations
 import email.utils
 import http.server
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
+from net import free_port
 
 from ferryman_worker.engine import auth
 from ferryman_worker.engine.auth import Bearer
@@ -157,9 +157,7 @@ def test_failures_say_what_happened_and_whether_to_retry(
 
 
 def test_a_source_that_is_not_listening_is_named_with_its_url() -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    url = f"http://127.0.0.1:{free_port()}"  # a port nothing listens on
     source = SourceClient(url, Bearer(TOKEN), timeout=0.3)
     try:
         with pytest.raises(SourceError) as caught:

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from flood import Flood, flooding
 from migration import SECRET, request, start_run, state, task_jobs
+from net import wait_for
 from runfiles import command_env, run_file
 from tests.democrm.server_fixture import DemoCRM
-from workers import Subprocess, wait_for
+from workers import Subprocess
 
 from ferryman_worker.engine.runtime import credential_env_var
 

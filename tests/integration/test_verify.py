@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from migration import credential, engine_worker, request, start_run, wait_finished
+from net import wait_for
 from tests.democrm.server_fixture import DemoCRM
-from workers import wait_for
 
 from ferryman_worker import cli, contract, metrics, report
 from ferryman_worker.db import connect

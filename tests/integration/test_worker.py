@@ -8,7 +8,8 @@ import time
 
 import ferryman_testjobs as tj
 import pytest
-from workers import in_process, scalar, wait_for
+from net import wait_for
+from workers import in_process, scalar
 
 from ferryman_worker.db import connect
 from ferryman_worker.queue import admin, enqueue, enqueue_many

@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -214,26 +213,11 @@ def api_client(controlplane: ControlPlane) -> Iterator[Any]:
         yield client
 
 
-def eventually(check: Callable[[], Any], timeout: float = 30, interval: float = 0.25) -> Any:
-    """Call `check` until it returns a truthy value or stops raising AssertionError."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            result = check()
-            if result:
-                return result
-            failure: BaseException = AssertionError(f"{check} returned {result!r}")
-        except AssertionError as error:
-            failure = error
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true after {timeout} s") from failure
-        time.sleep(interval)
-
-
 @pytest.fixture(scope="session")
 def wait_for() -> Callable[..., Any]:
-    """`wait_for(check, timeout=30)`: poll until check() is truthy (the controllers are async)."""
-    return eventually
+    """`wait_for(check, timeout=30, what=None, interval=0.25)`: poll until check() is truthy
+    (the controllers are asynchronous); net.wait_for at the control plane's pace."""
+    return operator_bench.eventually
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import signal
@@ -18,11 +19,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
+from net import Hopeless, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "crds" / "migrationruns.ferryman.dev.yaml"
@@ -35,6 +37,15 @@ LEASE = "ferryman-operator"
 DESTINATION_SCHEMAS = "public,sales"
 """Where mappings may write: the demo CRM's tables and the example application's schema
 (examples/apps/sales), as an installation running that application allows."""
+POLL = 0.25
+"""Seconds between two checks of a wait on the control plane: a check runs kubectl (a process)
+or asks a process over HTTP, on a machine the operator and the workers share."""
+eventually = functools.partial(wait_for, interval=POLL)
+"""``net.wait_for(check, timeout, what)`` at the control plane's pace."""
+COLD_START = 120.0
+"""Seconds an operator process may take to start and first read the Lease. Importing the
+operator alone took 11-19 s at a load average of 9-14 on two cores (3 s of CPU), and the first
+Lease request waits on an API server as starved; 30 s failed 3 of 7 starts there."""
 
 
 def install_crd(cp: Any) -> None:
@@ -91,12 +102,6 @@ def remove_cluster_rbac(cp: Any) -> None:
         "delete", "clusterrole,clusterrolebinding", "-l", "app.kubernetes.io/instance=" + RELEASE,
         "--ignore-not-found",
     )  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Process:
@@ -205,17 +210,28 @@ class Bench:
         )
         return result.stdout.strip() or None if result.returncode == 0 else None
 
-    def wait_leader(self, process: Process, timeout: float = 120) -> None:
-        """Wait until ``process`` holds the Lease. The default bounds a cold start: importing the
-        operator alone took 11-19 s at a load average of 9-14 on two cores (3 s of CPU), and the
-        first Lease request waits on an API server as starved; 30 s failed 3 of 7 starts there."""
+    def wait_leader(self, process: Process, timeout: float = COLD_START) -> None:
+        """Wait until ``process`` holds the Lease (the default bounds a cold start)."""
 
         def leads() -> bool:
-            assert process.alive(), process.output()
+            if not process.alive():
+                raise Hopeless(f"{process.name} exited:\n{process.output()}")
             identity: str = process.identity  # type: ignore[attr-defined]
             return self.leader() == identity
 
         eventually(leads, timeout, f"{process.name} to hold the Lease")
+
+    def wait_standby(self, process: Process, timeout: float = COLD_START) -> None:
+        """Wait until ``process`` stands by: it has started, read the Lease and found it held by
+        another (it logs "waiting for Lease" once, after its first try). Its start is as slow as
+        a leader's, so the same bound."""
+
+        def stands_by() -> bool:
+            if not process.alive():
+                raise Hopeless(f"{process.name} exited:\n{process.output()}")
+            return "waiting for Lease" in process.output()
+
+        eventually(stands_by, timeout, f"{process.name} to stand by for the Lease")
 
     def workers(
         self,
@@ -291,7 +307,8 @@ class Bench:
     def wait_state(self, name: str, state: str, timeout: float = 90) -> dict[str, Any]:
         def reached() -> dict[str, Any] | None:
             found = self.status(name)
-            assert found.get("state") not in _END - {state}, f"{name} ended {found}"
+            if found.get("state") in _END - {state}:
+                raise Hopeless(f"{name} ended {found}")
             return found if found.get("state") == state else None
 
         result: dict[str, Any] = eventually(reached, timeout, f"{name} to be {state}")
@@ -351,22 +368,6 @@ def run_manifest(
         }
     document["spec"].update(spec)
     return document
-
-
-def eventually(check: Callable[[], Any], timeout: float, what: str, interval: float = 0.25) -> Any:
-    deadline = time.monotonic() + timeout
-    failure: BaseException | None = None
-    while time.monotonic() < deadline:
-        try:
-            result = check()
-            if result:
-                return result
-        except AssertionError as error:
-            failure = error
-            if "ended" in str(error):
-                raise
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}") from failure
 
 
 @contextlib.contextmanager

@@ -28,7 +28,8 @@ import pytest
 import runfiles
 from listener import listening
 from migration import check_against_truth
-from tcp_postgres import create_database, free_port, tcp_postgres
+from net import free_port
+from tcp_postgres import create_database, tcp_postgres
 from tests.democrm.server_fixture import DemoCRM
 
 pytestmark = [pytest.mark.k8s, pytest.mark.node, pytest.mark.slow]
@@ -319,7 +320,9 @@ def test_an_intruder_gets_neither_a_teams_token_nor_its_workspace(
 
 def test_a_worker_pod_deleted_mid_run_loses_nothing(release: Release, wait_for: Any) -> None:
     release.apply_run("globex-crm", "globex")
-    wait_for(lambda: (release.run_status("globex-crm").get("rowsWritten") or 0) > 0, 120, 0.5)
+    wait_for(
+        lambda: (release.run_status("globex-crm").get("rowsWritten") or 0) > 0, 120, interval=0.5
+    )
     [old] = release.worker_pods()
     assert release.run_status("globex-crm")["state"] == "Running"  # cut in the middle
     release.kubectl("delete", "pod", old["metadata"]["name"], "--wait=false")
@@ -338,7 +341,9 @@ def test_helm_upgrade_with_new_lanes_rolls_the_workers_and_the_run_goes_on(
 ) -> None:
     [before] = release.worker_pods()
     release.apply_run("initech-crm", "initech")
-    wait_for(lambda: (release.run_status("initech-crm").get("rowsWritten") or 0) > 0, 120, 0.5)
+    wait_for(
+        lambda: (release.run_status("initech-crm").get("rowsWritten") or 0) > 0, 120, interval=0.5
+    )
     assert release.run_status("initech-crm")["state"] == "Running"  # the upgrade comes mid-run
     release.helm(
         "upgrade",

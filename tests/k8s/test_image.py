@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from tcp_postgres import create_database, free_port, tcp_postgres
-from workers import wait_for
+from net import Hopeless, free_port, wait_for
+from tcp_postgres import create_database, tcp_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -119,7 +119,8 @@ def test_migrate_and_a_worker_run_read_only_and_answer_the_probes(
             try:
                 return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
             except httpx.TransportError:
-                assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+                if worker.poll() is not None:
+                    raise Hopeless(worker.stderr.read() if worker.stderr else "") from None
                 return False
 
         wait_for(ready, 60, "the worker in the container to be ready")

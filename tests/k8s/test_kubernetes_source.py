@@ -30,11 +30,12 @@ from migration import (
     state,
     wait_finished,
 )
+from net import wait_for
 from runfiles import ferryman_run
 from scrape import parse, total
 from tests.k8s.conftest import ControlPlane, controlplane_command
 from tests.k8s.operator_bench import Bench, eventually, table
-from workers import Subprocess, scalar, wait_for
+from workers import Subprocess, scalar
 
 from ferryman_worker.db import connect
 from ferryman_worker.engine import runs

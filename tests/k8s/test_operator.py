@@ -14,13 +14,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import psycopg
 import pytest
 from migration import check_against_truth
+from net import free_port
+from scrape import scrape, total
 from tests.democrm.server_fixture import DemoCRM
-from tests.k8s import operator_bench
+from tests.k8s import blackhole, operator_bench
 from tests.k8s.operator_bench import Bench, eventually, pool_objects, run_manifest, table
 
 from ferryman_worker import contract
@@ -79,11 +82,18 @@ def set_suspend(bench: Bench, name: str, suspend: bool) -> None:
     bench.cp.kubectl("patch", "mrun", name, "-n", bench.namespace, "--type=merge", "-p", patch)
 
 
-def start(world: Bench, crm: DemoCRM, name: str, workers: int = 2, **spec: Any) -> Any:
-    """The Secret, an operator, ``workers`` workers, and the run ``name`` applied; returns the
-    operator's process."""
+def start(
+    world: Bench,
+    crm: DemoCRM,
+    name: str,
+    workers: int = 2,
+    operator_env: dict[str, str] | None = None,
+    **spec: Any,
+) -> Any:
+    """The Secret, an operator (with ``operator_env``), ``workers`` workers, and the run
+    ``name`` applied; returns the operator's process."""
     world.secret(crm.api_key)
-    operator = world.operator()
+    operator = world.operator(**(operator_env or {}))
     world.workers(workers)
     world.apply(run_manifest(name, crm.url, **spec))
     return operator
@@ -95,6 +105,38 @@ def dict_of(found: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 def some_rows(world: Bench, name: str) -> None:
     eventually(lambda: world.status(name).get("rowsWritten", 0) > 0, 60, f"some rows of {name}")
+
+
+def refreshes(port: int) -> float:
+    """The refreshes of every live run the operator serving /metrics on ``port`` has begun."""
+    return total(scrape(port)[1], "ferryman_operator_refreshes_total")
+
+
+def refreshed(port: int, count: int) -> None:
+    """Wait until ``count`` whole refreshes of the live runs ran after this call. The counter
+    counts a refresh as it begins, and the next begins only once it has ended: the one under
+    way now may have begun before, the ``count + 1``-th to begin after it proves ``count``
+    ended."""
+    began = refreshes(port)
+    eventually(lambda: refreshes(port) > began + count, 30, f"{count} whole status refreshes")
+
+
+def admissions(db_url: str, key: str) -> list[int]:
+    """The ids of the database's runs for the MigrationRun ``key`` (namespace/name): the one
+    under that name and any cancelled one (renamed ``key@id``)."""
+    with contract.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT id FROM ferryman_runs WHERE split_part(name, '@', 1) = %s ORDER BY id", (key,)
+        ).fetchall()
+    return [int(row["id"]) for row in rows]
+
+
+def admitted_once(world: Bench, db_url: str, name: str) -> None:
+    """One run in the database for ``name``, and the one its Admitted condition names."""
+    ids = admissions(db_url, f"{world.namespace}/{name}")
+    assert len(ids) == 1, f"{name} admitted as runs {ids}"
+    admitted = condition(world, name, "Admitted")
+    assert admitted["message"].startswith(f"admitted as run {ids[0]} "), admitted
 
 
 def test_the_example_run_goes_pending_running_succeeded_and_kubectl_shows_its_counts(
@@ -205,8 +247,11 @@ def database(db_url: str, key: str) -> contract.RunProgress:
 
 
 def test_suspend_stops_progress_and_resume_continues_it(world: Bench, db_url: str) -> None:
+    port = free_port()
     with DemoCRM.start(**SLOW) as crm:
-        start(world, crm, "paused", **ORGS)
+        start(
+            world, crm, "paused", operator_env={"FERRYMAN_OPERATOR_METRICS_PORT": str(port)}, **ORGS
+        )
         some_rows(world, "paused")
         set_suspend(world, "paused", True)
         suspended = lambda: condition(world, "paused", "Progressing").get("reason") == "Suspended"  # noqa: E731
@@ -215,7 +260,7 @@ def test_suspend_stops_progress_and_resume_continues_it(world: Bench, db_url: st
         eventually(lambda: database(db_url, key).tasks_running == 0, 30, "tasks stopped")
         held = database(db_url, key).rows_written  # no task runs: nothing can be written now
         eventually(lambda: world.status("paused")["rowsWritten"] == held, 20, "the status")
-        time.sleep(3)  # an observation window: the status refreshes, no row is written
+        refreshed(port, 3)  # an observation window: the status refreshes, no row is written
         assert database(db_url, key).rows_written == world.status("paused")["rowsWritten"] == held
         assert world.status("paused")["state"] == "Running"
         set_suspend(world, "paused", False)
@@ -372,17 +417,18 @@ def test_two_operators_one_acts_and_the_other_takes_over_after_a_sigkill(
         world.workers(2)
         for name in ("left", "right"):
             world.apply(run_manifest(name, crm.url, **ORGS))
-        eventually(
-            lambda: (
-                {world.status(n).get("state") for n in ("left", "right")} == {"Running", "Queued"}
-            ),
-            20,
-            "one Running, one Queued",
-        )
+
+        def one_running() -> dict[str, Any] | None:
+            states = {n: world.status(n).get("state") for n in ("left", "right")}
+            return states if set(states.values()) == {"Running", "Queued"} else None
+
+        states = eventually(one_running, 20, "one Running, one Queued")
+        [running] = [name for name, state in states.items() if state == "Running"]
+        eventually(lambda: "Admitted" in world.reasons(running), 30, f"{running}'s Admitted Event")
+        world.wait_standby(second)  # started (slowly, on a loaded machine), the Lease seen held
         assert world.leader() == first.identity  # type: ignore[attr-defined]
         assert "Handler" not in second.output() and "Timer" not in second.output()
         assert healthz(first) == 200
-        eventually(lambda: "waiting for Lease" in second.output(), 30, "the standby to wait")
         assert healthz(second) == 200  # a standby is alive to its probes too
 
         first.kill()  # SIGKILL: no release of the Lease, no goodbye
@@ -395,6 +441,9 @@ def test_two_operators_one_acts_and_the_other_takes_over_after_a_sigkill(
     with contract.connect(db_url) as conn:
         names = sorted(p.name for p in contract.progress(conn))
     assert names == [f"{world.namespace}/left", f"{world.namespace}/right"]
+    for name in ("left", "right"):  # the new leader admitted neither again
+        admitted_once(world, db_url, name)
+        assert world.reasons(name).count("Admitted") == 1, world.reasons(name)
 
 
 def test_an_operator_killed_right_after_an_apply_admits_the_run_once_when_restarted(
@@ -402,12 +451,14 @@ def test_an_operator_killed_right_after_an_apply_admits_the_run_once_when_restar
 ) -> None:
     with DemoCRM.start(seed=11, organizations=400, people=0, deals=0) as crm:
         first = start(world, crm, "abrupt", kinds=["organizations"])
-        time.sleep(0.3)
-        first.kill()
+        key = f"{world.namespace}/abrupt"
+        eventually(lambda: admissions(db_url, key), 60, "the admission", interval=0.02)
+        first.kill()  # right after its admission committed: its status and Events may not be out
         world.operator(wait=True)
         world.wait_state("abrupt", "Succeeded", timeout=90)
         truth = crm.truth()
     check_against_truth(db_url, truth, kinds=("organizations",))
+    admitted_once(world, db_url, "abrupt")
 
 
 # -- robustness: the database goes away ---------------------------------------------------------
@@ -513,15 +564,60 @@ def digest(lanes: str, pool_size: int) -> str:
     return hashlib.sha256(f"lanes={lanes};poolSize={pool_size}".encode()).hexdigest()[:16]
 
 
+POOL_SPEC = "ferryman.dev/pool-spec"
+"""The label of a pool-spec ConfigMap (its value names the pool)."""
+
+
+@contextlib.contextmanager
+def proxied_operator(world: Bench, tmp_path: Path) -> Iterator[blackhole.Blackhole]:
+    """An operator whose requests to the API server go through a proxy that notes them (the
+    proxy is yielded); stopped while it can still reach the API server, before the proxy."""
+    with blackhole.running(world.kubeconfig) as proxy:
+        operator = world.operator(KUBECONFIG=str(proxy.kubeconfig(tmp_path / "proxied.kubeconfig")))
+        try:
+            yield proxy
+        finally:
+            operator.terminate()
+
+
+def pool_checks(proxy: blackhole.Blackhole, namespace: str) -> int:
+    """The operator's checks of the pool specs of ``namespace`` begun so far (seen through
+    ``proxy``): each check begins by listing every ConfigMap labelled as a pool spec there."""
+    listing = f"/api/v1/namespaces/{namespace}/configmaps"
+
+    def lists_pool_specs(request: blackhole.Request) -> bool:
+        url = urlsplit(request.path)
+        selector = parse_qs(url.query).get("labelSelector")
+        return request.method == "GET" and url.path == listing and selector == [POOL_SPEC]
+
+    return sum(1 for request in list(proxy.requests) if lists_pool_specs(request))
+
+
+def pool_checked(proxy: blackhole.Blackhole, namespace: str, count: int) -> None:
+    """Wait until the operator has checked the pool specs ``count`` whole times after this
+    call: the check under way now may have begun before, and a check begins only once the one
+    before it has ended, so the ``count + 1``-th to begin after it proves ``count`` ended."""
+    began = pool_checks(proxy, namespace)
+    eventually(
+        lambda: pool_checks(proxy, namespace) > began + count,
+        30,
+        f"{count} whole checks of the pool spec",
+    )
+
+
 def test_an_over_budget_pool_spec_changes_nothing_then_a_fitting_one_is_written_once(
-    world: Bench, db_url: str
+    world: Bench, db_url: str, tmp_path: Path
 ) -> None:
+    """The operator talks to the API server through a proxy that notes its requests, so the
+    test sees each check of the pool spec begin."""
     with contract.connect(db_url) as conn:
         budget = contract.connection_budget(conn)
     ns = world.release_ns
-    with pool_spec(world, "migrations:4,default:2", budget.available):
-        world.secret("any-token")
-        world.operator()
+    world.secret("any-token")
+    with (
+        pool_spec(world, "migrations:4,default:2", budget.available),
+        proxied_operator(world, tmp_path) as proxy,
+    ):
         world.apply(
             run_manifest("waiting", "http://127.0.0.1:9", kinds=["organizations"], suspend=True)
         )
@@ -552,7 +648,7 @@ def test_an_over_budget_pool_spec_changes_nothing_then_a_fitting_one_is_written_
             "FERRYMAN_POOL_SIZE": "8",
         }
         assert spec_hash(written) == digest("migrations:3,default:1", 8)
-        time.sleep(4)  # four more checks: nothing more is written
+        pool_checked(proxy, ns, 4)  # four more checks: nothing more is written
         again = worker_deployment(world)
         assert again["metadata"]["generation"] == written["metadata"]["generation"]
 
@@ -564,7 +660,7 @@ def test_an_over_budget_pool_spec_changes_nothing_then_a_fitting_one_is_written_
             return found if worker_env(found)["FERRYMAN_LANES"] == "migrations:2" else None
 
         changed = eventually(relaned, 30, "the new lanes in the Deployment")
-        time.sleep(4)
+        pool_checked(proxy, ns, 4)
         settled = worker_deployment(world)
         assert (
             settled["metadata"]["generation"]

@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from net import free_port
 from scrape import scrape, total
 from tests.democrm.server_fixture import DemoCRM
-from tests.k8s.operator_bench import Bench, eventually, free_port, run_manifest
+from tests.k8s.operator_bench import Bench, eventually, run_manifest
 
 pytestmark = pytest.mark.k8s
 

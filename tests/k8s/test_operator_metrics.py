@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 from faulty import TOKEN, faulty_crm
+from net import free_port
 from scrape import Samples, by, has, scrape, total
 from tests.k8s import operator_bench
-from tests.k8s.operator_bench import Bench, eventually, free_port, pool_objects, run_manifest
+from tests.k8s.operator_bench import Bench, eventually, pool_objects, run_manifest
 
 from ferryman_operator import metrics
 from ferryman_worker import contract

@@ -19,9 +19,10 @@ import pytest
 import yaml
 from listener import Listener, listening
 from migration import check_against_truth
+from net import free_port
 from scrape import scrape
 from tests.democrm.server_fixture import DemoCRM
-from tests.k8s.operator_bench import Bench, eventually, free_port, run_manifest
+from tests.k8s.operator_bench import Bench, eventually, run_manifest
 
 from ferryman_worker import contract
 from ferryman_worker.providers.democrm import PROVIDER_FILE

@@ -11,7 +11,8 @@ import pathlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from workers import Subprocess, scalar, wait_for
+from net import wait_for
+from workers import Subprocess, scalar
 
 from ferryman_worker import contract
 from ferryman_worker.db import connect

@@ -11,11 +11,11 @@ import contextlib
 import os
 import pwd
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from net import free_port
 from pgserver import _commands as pg  # type: ignore[import-untyped]
 from pgserver.utils import (  # type: ignore[import-untyped]
     ensure_prefix_permissions,
@@ -23,12 +23,6 @@ from pgserver.utils import (  # type: ignore[import-untyped]
 )
 
 from ferryman_worker.db import databases
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

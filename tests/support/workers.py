@@ -10,9 +10,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
+
+from net import Hopeless, wait_for
 
 from ferryman_worker.db import connect
 from ferryman_worker.queue.worker import Worker
@@ -76,7 +77,7 @@ class Subprocess:
 
     def _registered(self) -> bool:
         if self.proc.poll() is not None:
-            raise AssertionError(f"worker exited with {self.proc.returncode}: {self.stderr()}")
+            raise Hopeless(f"worker exited with {self.proc.returncode}: {self.stderr()}")
         with connect.connect(self.db_url) as conn:
             row = conn.execute("SELECT 1 FROM ferryman_workers WHERE pid = %s", (self.pid,))
             return row.fetchone() is not None
@@ -114,17 +115,6 @@ def subprocesses(
     finally:
         for proc in procs:
             proc.stop()
-
-
-def wait_for(
-    predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def scalar(db_url: str, query: str, params: tuple[Any, ...] = ()) -> Any:

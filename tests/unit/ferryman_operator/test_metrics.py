@@ -8,12 +8,12 @@ import ast
 import asyncio
 import datetime
 import pathlib
-import socket
 from typing import Any
 
 import httpx
 import pytest
 from kubernetes.client import ApiException
+from net import free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from ferryman_operator import metrics, settings
@@ -241,9 +241,3 @@ async def serve_and_get() -> None:
         with pytest.raises(SettingsError, match="FERRYMAN_OPERATOR_METRICS_PORT"):
             async with metrics.serve(port, seen):
                 pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
